@@ -1,0 +1,583 @@
+/*
+ * symtab.c - building, finishing and searching a module's symbol table.
+ * See symtab.h for the layout.
+ */
+#include "symtab.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void st_init(symtab *st, ps_budget *budget) {
+  memset(st, 0, sizeof *st);
+  st->budget = budget;
+  /* offset 0 is the empty string */
+  st_str(st, "", 0);
+}
+
+void st_free(symtab *st) {
+  if (!st)
+    return;
+  free(st->strs);
+  free(st->funcs);
+  free(st->lines);
+  free(st->inlines);
+  free(st->iranges);
+  free(st->publics);
+  free(st->methods);
+  free(st->seqpts);
+  free(st->hslots);
+  memset(st, 0, sizeof *st);
+}
+
+/* Grows an array so one more element fits. */
+static bool grow(symtab *st, void **arr, size_t *cap, size_t n, size_t elem) {
+  if (st->err != PS_E_OK)
+    return false;
+  if (n < *cap)
+    return true;
+  size_t ncap = *cap ? *cap * 2 : 64;
+  if (ncap > UINT32_MAX) {
+    st->err = PS_E_LIMIT;
+    return false;
+  }
+  ps_err e = PS_E_OK;
+  void *p = ps_realloc_array(st->budget, *arr, *cap, ncap, elem, &e);
+  if (!p) {
+    st->err = e;
+    return false;
+  }
+  *arr = p;
+  *cap = ncap;
+  return true;
+}
+
+static uint32_t hash_bytes(const char *s, size_t len) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < len; i++) {
+    h ^= (uint8_t)s[i];
+    h *= 16777619u;
+  }
+  return h;
+}
+
+static bool rehash(symtab *st, size_t ncap) {
+  ps_err e = PS_E_OK;
+  uint32_t *slots = ps_alloc_array(st->budget, ncap, sizeof *slots, &e);
+  if (!slots) {
+    st->err = e;
+    return false;
+  }
+  for (size_t i = 0; i < ncap; i++)
+    slots[i] = ST_NONE;
+  for (size_t i = 0; i < st->hcap; i++) {
+    uint32_t off = st->hslots[i];
+    if (off == ST_NONE)
+      continue;
+    const char *s = st->strs + off;
+    size_t j = hash_bytes(s, strlen(s)) & (ncap - 1);
+    while (slots[j] != ST_NONE)
+      j = (j + 1) & (ncap - 1);
+    slots[j] = off;
+  }
+  if (st->hslots)
+    ps_budget_release(st->budget, st->hcap * sizeof *st->hslots);
+  free(st->hslots);
+  st->hslots = slots;
+  st->hcap = ncap;
+  return true;
+}
+
+uint32_t st_str(symtab *st, const char *s, size_t len) {
+  if (st->err != PS_E_OK)
+    return 0;
+  if (!s)
+    len = 0;
+  /* a string with an embedded NUL is cut there: the pool is NUL-separated */
+  if (len && memchr(s, 0, len))
+    len = strlen(s);
+  if (len == 0 && st->strs_len > 0)
+    return 0;
+  if ((st->hcount + 1) * 2 > st->hcap && !rehash(st, st->hcap ? st->hcap * 2 : 1024))
+    return 0;
+  uint32_t h = hash_bytes(s ? s : "", len);
+  size_t j = h & (st->hcap - 1);
+  while (st->hslots[j] != ST_NONE) {
+    const char *t = st->strs + st->hslots[j];
+    if (strncmp(t, s, len) == 0 && t[len] == '\0')
+      return st->hslots[j];
+    j = (j + 1) & (st->hcap - 1);
+  }
+  size_t need;
+  if (!ps_add_size(st->strs_len, len + 1, &need) || need > UINT32_MAX) {
+    st->err = PS_E_LIMIT;
+    return 0;
+  }
+  if (need > st->strs_cap) {
+    size_t ncap = st->strs_cap ? st->strs_cap : 4096;
+    while (ncap < need)
+      ncap *= 2;
+    ps_err e = PS_E_OK;
+    char *p = ps_realloc_array(st->budget, st->strs, st->strs_cap, ncap, 1, &e);
+    if (!p) {
+      st->err = e;
+      return 0;
+    }
+    st->strs = p;
+    st->strs_cap = ncap;
+  }
+  uint32_t off = (uint32_t)st->strs_len;
+  if (len)
+    memcpy(st->strs + off, s, len);
+  st->strs[off + len] = '\0';
+  st->strs_len = need;
+  st->hslots[j] = off;
+  st->hcount++;
+  return off;
+}
+
+uint32_t st_cstr(symtab *st, const char *s) { return st_str(st, s, s ? strlen(s) : 0); }
+
+#define PUSH(st, arr, n, cap, val)                                                     \
+  (grow((st), (void **)&(st)->arr, &(st)->cap, (st)->n, sizeof *(st)->arr)             \
+       ? ((st)->arr[(st)->n++] = (val), true)                                          \
+       : false)
+
+bool st_add_func(symtab *st, uint32_t rva, uint32_t size, uint32_t name, uint32_t flags) {
+  st_func f = {rva, size, name, flags, 0, 0};
+  return PUSH(st, funcs, nfuncs, cfuncs, f);
+}
+
+bool st_add_line(symtab *st, uint32_t rva, uint32_t size, uint32_t line, uint32_t file) {
+  st_line l = {rva, size, line, file};
+  return PUSH(st, lines, nlines, clines, l);
+}
+
+uint32_t st_add_inline(symtab *st, uint32_t func_rva, uint32_t parent, uint32_t depth,
+                       uint32_t name) {
+  st_inline i = {name, parent, ST_NONE, depth, func_rva};
+  if (!PUSH(st, inlines, ninlines, cinlines, i))
+    return ST_NONE;
+  return (uint32_t)(st->ninlines - 1);
+}
+
+bool st_add_irange(symtab *st, uint32_t inl, uint32_t rva, uint32_t size, uint32_t line,
+                   uint32_t file) {
+  st_irange r = {rva, size, inl, line, file};
+  return PUSH(st, iranges, niranges, ciranges, r);
+}
+
+bool st_add_public(symtab *st, uint32_t rva, uint32_t name, uint32_t mangled) {
+  st_public p = {rva, name, mangled};
+  return PUSH(st, publics, npublics, cpublics, p);
+}
+
+bool st_add_method(symtab *st, uint32_t token, uint32_t name, uint32_t kickoff) {
+  st_method m = {token, name, kickoff, 0, 0};
+  return PUSH(st, methods, nmethods, cmethods, m);
+}
+
+bool st_add_seqpt(symtab *st, const st_seqpt *sp) {
+  return PUSH(st, seqpts, nseqpts, cseqpts, *sp);
+}
+
+bool st_set_method_name(symtab *st, uint32_t token, uint32_t name) {
+  for (size_t i = 0; i < st->nmethods; i++) {
+    if (st->methods[i].token == token) {
+      st->methods[i].name = name;
+      return true;
+    }
+  }
+  return st_add_method(st, token, name, 0);
+}
+
+/* ---- stable sort (merge sort with one scratch buffer) ------------------ */
+
+typedef int (*cmp_fn)(const void *, const void *);
+
+static void msort_rec(char *a, char *tmp, size_t n, size_t sz, cmp_fn cmp) {
+  if (n < 2)
+    return;
+  if (n <= 8) { /* insertion sort: stable */
+    for (size_t i = 1; i < n; i++) {
+      memcpy(tmp, a + i * sz, sz);
+      size_t j = i;
+      while (j > 0 && cmp(a + (j - 1) * sz, tmp) > 0) {
+        memcpy(a + j * sz, a + (j - 1) * sz, sz);
+        j--;
+      }
+      memcpy(a + j * sz, tmp, sz);
+    }
+    return;
+  }
+  size_t h = n / 2;
+  msort_rec(a, tmp, h, sz, cmp);
+  msort_rec(a + h * sz, tmp, n - h, sz, cmp);
+  if (cmp(a + (h - 1) * sz, a + h * sz) <= 0)
+    return;
+  memcpy(tmp, a, n * sz);
+  size_t i = 0, j = h, k = 0;
+  while (i < h && j < n) {
+    if (cmp(tmp + j * sz, tmp + i * sz) < 0)
+      memcpy(a + (k++) * sz, tmp + (j++) * sz, sz);
+    else
+      memcpy(a + (k++) * sz, tmp + (i++) * sz, sz);
+  }
+  while (i < h)
+    memcpy(a + (k++) * sz, tmp + (i++) * sz, sz);
+  while (j < n)
+    memcpy(a + (k++) * sz, tmp + (j++) * sz, sz);
+}
+
+static bool stable_sort(symtab *st, void *base, size_t n, size_t sz, cmp_fn cmp) {
+  if (n < 2)
+    return true;
+  ps_err e = PS_E_OK;
+  char *tmp = ps_alloc_array(st->budget, n, sz, &e);
+  if (!tmp) {
+    st->err = e;
+    return false;
+  }
+  msort_rec(base, tmp, n, sz, cmp);
+  free(tmp);
+  ps_budget_release(st->budget, n * sz);
+  return true;
+}
+
+static int cmp_u32(uint32_t a, uint32_t b) { return a < b ? -1 : a > b; }
+
+static int cmp_func(const void *a, const void *b) {
+  const st_func *x = a, *y = b;
+  int c = cmp_u32(x->rva, y->rva);
+  /* at one rva, a real procedure sorts before a thunk, larger before smaller */
+  if (!c)
+    c = cmp_u32(x->flags & ST_FUNC_THUNK, y->flags & ST_FUNC_THUNK);
+  if (!c)
+    c = cmp_u32(y->size, x->size);
+  return c;
+}
+static int cmp_line(const void *a, const void *b) {
+  return cmp_u32(((const st_line *)a)->rva, ((const st_line *)b)->rva);
+}
+static int cmp_public(const void *a, const void *b) {
+  return cmp_u32(((const st_public *)a)->rva, ((const st_public *)b)->rva);
+}
+static int cmp_method(const void *a, const void *b) {
+  return cmp_u32(((const st_method *)a)->token, ((const st_method *)b)->token);
+}
+static int cmp_seqpt(const void *a, const void *b) {
+  const st_seqpt *x = a, *y = b;
+  int c = cmp_u32(x->token, y->token);
+  return c ? c : cmp_u32(x->il, y->il);
+}
+
+/* index of the last element whose key <= k, or -1; keys read via a stride */
+static long last_le(const void *arr, size_t n, size_t sz, size_t key_off, uint32_t k) {
+  size_t lo = 0, hi = n; /* first index with key > k */
+  const char *p = arr;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    uint32_t v;
+    memcpy(&v, p + mid * sz + key_off, sizeof v);
+    if (v <= k)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return (long)lo - 1;
+}
+
+static long find_func(const symtab *st, uint32_t rva) {
+  if (!st->nfuncs)
+    return -1;
+  long i = last_le(st->funcs, st->nfuncs, sizeof *st->funcs, offsetof(st_func, rva), rva);
+  if (i < 0)
+    return -1;
+  /* several records can share one rva: take the first (the real procedure) */
+  while (i > 0 && st->funcs[i - 1].rva == st->funcs[i].rva)
+    i--;
+  const st_func *f = &st->funcs[i];
+  if ((uint64_t)rva < (uint64_t)f->rva + (f->size ? f->size : 1))
+    return i;
+  return -1;
+}
+
+ps_err st_finish(symtab *st) {
+  if (st->err != PS_E_OK)
+    return st->err;
+  if (!stable_sort(st, st->funcs, st->nfuncs, sizeof *st->funcs, cmp_func) ||
+      !stable_sort(st, st->lines, st->nlines, sizeof *st->lines, cmp_line) ||
+      !stable_sort(st, st->publics, st->npublics, sizeof *st->publics, cmp_public) ||
+      !stable_sort(st, st->methods, st->nmethods, sizeof *st->methods, cmp_method) ||
+      !stable_sort(st, st->seqpts, st->nseqpts, sizeof *st->seqpts, cmp_seqpt))
+    return st->err;
+
+  /* implicit line sizes: up to the next line, bounded by the owning function */
+  for (size_t i = 0; i < st->nlines; i++) {
+    st_line *l = &st->lines[i];
+    if (l->size)
+      continue;
+    uint64_t end = UINT64_MAX;
+    if (i + 1 < st->nlines)
+      end = st->lines[i + 1].rva;
+    long f = find_func(st, l->rva);
+    if (f >= 0) {
+      uint64_t fend = (uint64_t)st->funcs[f].rva + st->funcs[f].size;
+      if (fend < end)
+        end = fend;
+    }
+    if (end == UINT64_MAX || end <= l->rva)
+      end = (uint64_t)l->rva + 1;
+    l->size = (uint32_t)(end - l->rva > UINT32_MAX ? UINT32_MAX : end - l->rva);
+  }
+
+  /* inline sites: find the owning function; ranges grouped by function */
+  for (size_t i = 0; i < st->ninlines; i++) {
+    long f = find_func(st, st->inlines[i].func_rva);
+    st->inlines[i].func = f < 0 ? ST_NONE : (uint32_t)f;
+  }
+  if (st->niranges) {
+    /* counting sort of ranges by owning function, keeping rva order inside */
+    ps_err e = PS_E_OK;
+    st_irange *out = ps_alloc_array(st->budget, st->niranges, sizeof *out, &e);
+    if (!out)
+      return st->err = e;
+    for (size_t i = 0; i < st->nfuncs; i++)
+      st->funcs[i].ir_count = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < st->niranges; i++) {
+      uint32_t inl = st->iranges[i].inl;
+      if (inl >= st->ninlines || st->inlines[inl].func == ST_NONE)
+        continue;
+      st->funcs[st->inlines[inl].func].ir_count++;
+      kept++;
+    }
+    uint32_t acc = 0;
+    for (size_t i = 0; i < st->nfuncs; i++) {
+      st->funcs[i].ir_first = acc;
+      acc += st->funcs[i].ir_count;
+      st->funcs[i].ir_count = 0;
+    }
+    for (size_t i = 0; i < st->niranges; i++) {
+      uint32_t inl = st->iranges[i].inl;
+      if (inl >= st->ninlines || st->inlines[inl].func == ST_NONE)
+        continue;
+      st_func *f = &st->funcs[st->inlines[inl].func];
+      out[f->ir_first + f->ir_count++] = st->iranges[i];
+    }
+    free(st->iranges);
+    ps_budget_release(st->budget, st->ciranges * sizeof *st->iranges);
+    st->iranges = out;
+    st->niranges = st->ciranges = kept;
+  }
+
+  /* sequence points grouped under methods; methods without a record get one */
+  size_t i = 0;
+  while (i < st->nseqpts) {
+    uint32_t tok = st->seqpts[i].token;
+    size_t j = i;
+    while (j < st->nseqpts && st->seqpts[j].token == tok)
+      j++;
+    long m = last_le(st->methods, st->nmethods, sizeof *st->methods,
+                     offsetof(st_method, token), tok);
+    if (m < 0 || st->methods[m].token != tok) {
+      if (!st_add_method(st, tok, 0, 0))
+        return st->err;
+      if (!stable_sort(st, st->methods, st->nmethods, sizeof *st->methods, cmp_method))
+        return st->err;
+      m = last_le(st->methods, st->nmethods, sizeof *st->methods,
+                  offsetof(st_method, token), tok);
+    }
+    st->methods[m].sp_first = (uint32_t)i;
+    st->methods[m].sp_count = (uint32_t)(j - i);
+    i = j;
+  }
+  if (st->nmethods)
+    st->ident.managed = true;
+  st->finished = true;
+  return PS_E_OK;
+}
+
+size_t st_memory_size(const symtab *st) {
+  return sizeof *st + st->strs_cap + st->cfuncs * sizeof(st_func) +
+         st->clines * sizeof(st_line) + st->cinlines * sizeof(st_inline) +
+         st->ciranges * sizeof(st_irange) + st->cpublics * sizeof(st_public) +
+         st->cmethods * sizeof(st_method) + st->cseqpts * sizeof(st_seqpt) +
+         st->hcap * sizeof(uint32_t);
+}
+
+/* ---- lookups ------------------------------------------------------------ */
+
+static void sym_clear(st_symbol *s) {
+  memset(s, 0, sizeof *s);
+  s->function = "";
+}
+
+static const st_line *line_at(const symtab *st, uint32_t rva) {
+  long i = last_le(st->lines, st->nlines, sizeof *st->lines, offsetof(st_line, rva), rva);
+  if (i < 0)
+    return NULL;
+  const st_line *l = &st->lines[i];
+  if ((uint64_t)rva >= (uint64_t)l->rva + l->size)
+    return NULL;
+  return l;
+}
+
+static void set_line(const symtab *st, st_symbol *s, uint32_t file, uint32_t line) {
+  if (line == 0 || line == ST_HIDDEN_LINE)
+    return;
+  s->file = file ? st_s(st, file) : NULL;
+  s->line = line;
+  s->has_line = true;
+}
+
+void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
+  out->status = ST_UNKNOWN_ADDRESS;
+  out->nsyms = 0;
+  out->namebuf[0] = '\0';
+  long fi = find_func(st, rva);
+  if (fi < 0) {
+    /* fallback: nearest preceding public, unless a known function ends between */
+    long pi = last_le(st->publics, st->npublics, sizeof *st->publics,
+                      offsetof(st_public, rva), rva);
+    if (pi < 0)
+      return;
+    const st_public *p = &st->publics[pi];
+    long prev = st->nfuncs ? last_le(st->funcs, st->nfuncs, sizeof *st->funcs,
+                                     offsetof(st_func, rva), rva)
+                           : -1;
+    if (prev >= 0 && st->funcs[prev].rva > p->rva)
+      return; /* rva lies past the end of a known function that follows the public */
+    st_symbol *s = &out->syms[0];
+    sym_clear(s);
+    s->function = st_s(st, p->name);
+    s->mangled = p->mangled ? st_s(st, p->mangled) : NULL;
+    s->function_offset = rva - p->rva;
+    s->has_offset = true;
+    const st_line *l = line_at(st, rva);
+    if (l)
+      set_line(st, s, l->file, l->line);
+    out->nsyms = 1;
+    out->status = ST_OK;
+    return;
+  }
+  const st_func *f = &st->funcs[fi];
+
+  /* the deepest inline site whose ranges contain rva */
+  const st_irange *hit_by_inl[ST_MAX_INLINE_DEPTH + 1];
+  uint32_t deepest = ST_NONE, deepest_depth = 0;
+  const st_irange *ir = st->iranges ? st->iranges + f->ir_first : NULL;
+  for (uint32_t k = 0; ir && k < f->ir_count; k++) {
+    const st_irange *r = &ir[k];
+    if (rva < r->rva || (uint64_t)rva >= (uint64_t)r->rva + r->size)
+      continue;
+    const st_inline *in = &st->inlines[r->inl];
+    if (in->depth > deepest_depth && in->depth <= ST_MAX_INLINE_DEPTH) {
+      deepest_depth = in->depth;
+      deepest = r->inl;
+    }
+  }
+  int n = 0;
+  if (deepest != ST_NONE) {
+    /* walk from the deepest site up through its parents */
+    uint32_t chain[ST_MAX_INLINE_DEPTH];
+    int nc = 0;
+    for (uint32_t cur = deepest; cur != ST_NONE && nc < ST_MAX_INLINE_DEPTH;
+         cur = st->inlines[cur].parent) {
+      if (cur >= st->ninlines)
+        break;
+      chain[nc++] = cur;
+    }
+    for (int c = 0; c < nc; c++) {
+      hit_by_inl[c] = NULL;
+      for (uint32_t k = 0; k < f->ir_count; k++) {
+        const st_irange *r = &ir[k];
+        if (r->inl == chain[c] && rva >= r->rva && (uint64_t)rva < (uint64_t)r->rva + r->size) {
+          hit_by_inl[c] = r;
+          break;
+        }
+      }
+      st_symbol *s = &out->syms[n++];
+      sym_clear(s);
+      s->function = st_s(st, st->inlines[chain[c]].name);
+      s->inlined = true;
+      if (hit_by_inl[c])
+        set_line(st, s, hit_by_inl[c]->file, hit_by_inl[c]->line);
+    }
+  }
+  st_symbol *s = &out->syms[n++];
+  sym_clear(s);
+  s->function = st_s(st, f->name);
+  s->function_offset = rva - f->rva;
+  s->has_offset = true;
+  const st_line *l = line_at(st, rva);
+  if (l)
+    set_line(st, s, l->file, l->line);
+  out->nsyms = n;
+  out->status = ST_OK;
+}
+
+static const st_method *find_method(const symtab *st, uint32_t token) {
+  long m = last_le(st->methods, st->nmethods, sizeof *st->methods,
+                   offsetof(st_method, token), token);
+  if (m < 0 || st->methods[m].token != token)
+    return NULL;
+  return &st->methods[m];
+}
+
+static void set_seqpt(const symtab *st, st_symbol *s, const st_seqpt *p) {
+  s->file = p->file ? st_s(st, p->file) : NULL;
+  s->line = p->line;
+  s->has_line = true;
+  s->end_line = p->end_line;
+  s->column = p->column;
+  s->end_column = p->end_column;
+  s->has_column = true;
+}
+
+void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *out) {
+  out->status = ST_UNKNOWN_ADDRESS;
+  out->nsyms = 0;
+  out->namebuf[0] = '\0';
+  const st_method *m = find_method(st, token);
+  if (!m)
+    return;
+  st_symbol *s = &out->syms[0];
+  sym_clear(s);
+  if (m->name) {
+    s->function = st_s(st, m->name);
+  } else {
+    snprintf(out->namebuf, sizeof out->namebuf, "0x%08X", token);
+    s->function = out->namebuf;
+  }
+  if (m->kickoff) {
+    const st_method *k = find_method(st, m->kickoff);
+    s->kickoff_token = m->kickoff;
+    s->async_method = (k && k->name) ? st_s(st, k->name) : NULL;
+  }
+  out->nsyms = 1;
+  out->status = ST_OK;
+  if (!m->sp_count)
+    return;
+  const st_seqpt *sp = st->seqpts + m->sp_first;
+  long i = last_le(sp, m->sp_count, sizeof *sp, offsetof(st_seqpt, il), il);
+  if (i < 0)
+    return; /* offset before the first sequence point: name only */
+  if (sp[i].line != ST_HIDDEN_LINE) {
+    set_seqpt(st, s, &sp[i]);
+    return;
+  }
+  s->hidden = true;
+  for (long j = i - 1; j >= 0; j--) {
+    if (sp[j].line != ST_HIDDEN_LINE && sp[j].il < sp[i].il) {
+      set_seqpt(st, s, &sp[j]);
+      return;
+    }
+  }
+  for (size_t j = (size_t)i + 1; j < m->sp_count; j++) {
+    if (sp[j].line != ST_HIDDEN_LINE) {
+      set_seqpt(st, s, &sp[j]);
+      return;
+    }
+  }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages pdbsym needs.  Idempotent: packages already
+# present are not asked for again, and apt's lists are refreshed only when
+# something is missing.
+#   scripts/deps.sh         build and run dependencies
+#   scripts/deps.sh --test  plus what the test suite uses
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev
+      libcurl4-openssl-dev zlib1g-dev libmspack-dev curl ca-certificates)
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(clang lld llvm python3 sqlite3 cabextract util-linux procps)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

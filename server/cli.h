@@ -1,0 +1,17 @@
+/*
+ * cli.h - subcommands of the pdbsym binary.  Each takes (argc, argv) with
+ * argv[0] the command name and returns the process exit status:
+ * 0 success, 1 some work failed, 2 usage or input error.
+ */
+#ifndef PDBSYM_CLI_H
+#define PDBSYM_CLI_H
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv);
+} cli_command;
+
+int cmd_version(int argc, char **argv);
+
+#endif

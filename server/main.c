@@ -1,0 +1,36 @@
+/*
+ * main.c - the pdbsym binary: one entry point, subcommands in cmd_*.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const cli_command commands[] = {
+    {"version", "print the version", cmd_version},
+};
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: pdbsym COMMAND [OPTIONS] [ARGS]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\n'pdbsym COMMAND --help' describes each command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version"))
+    return cmd_version(argc - 1, argv + 1);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name))
+      return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "pdbsym: unknown command '%s'; run 'pdbsym --help' for the list\n", argv[1]);
+  return 2;
+}

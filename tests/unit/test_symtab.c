@@ -1,0 +1,144 @@
+/* Unit tests for parsers/symtab.c: building, sorting and the lookup rules
+ * (inline chains, public fallback, hidden sequence points). */
+#include "symtab.h"
+#include "test.h"
+
+TEST(strings_dedup) {
+  symtab st;
+  st_init(&st, NULL);
+  uint32_t a = st_cstr(&st, "main");
+  uint32_t b = st_str(&st, "mainx", 4);
+  CHECK_EQ_U(a, b);
+  CHECK_EQ_U(st_cstr(&st, ""), 0);
+  for (int i = 0; i < 5000; i++) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "f%d", i);
+    st_cstr(&st, buf);
+  }
+  CHECK_EQ_S(st_s(&st, a), "main");
+  CHECK_EQ_U(st_cstr(&st, "f4999"), st_cstr(&st, "f4999"));
+  CHECK_EQ_S(st_s(&st, 0xffffffffu), "");
+  st_free(&st);
+}
+
+TEST(native_lookup_with_inlines) {
+  symtab st;
+  st_init(&st, NULL);
+  uint32_t file = st_cstr(&st, "C:\\src\\geometry.c");
+  st_add_func(&st, 0x2000, 0x40, st_cstr(&st, "other"), 0);
+  st_add_func(&st, 0x1000, 0x100, st_cstr(&st, "nearest"), 0);
+  st_add_line(&st, 0x1000, 0, 15, file);
+  st_add_line(&st, 0x1010, 0, 17, file);
+  st_add_line(&st, 0x1080, 0, 20, file);
+  uint32_t i1 = st_add_inline(&st, 0x1000, ST_NONE, 1, st_cstr(&st, "dist2"));
+  uint32_t i2 = st_add_inline(&st, 0x1000, i1, 2, st_cstr(&st, "sq"));
+  st_add_irange(&st, i1, 0x1010, 0x20, 10, file);
+  st_add_irange(&st, i2, 0x1018, 0x4, 3, file);
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+
+  st_answer a;
+  st_lookup_rva(&st, 0x1019, &a);
+  CHECK_EQ_U(a.status, ST_OK);
+  CHECK_EQ_U(a.nsyms, 3);
+  CHECK_EQ_S(a.syms[0].function, "sq");
+  CHECK(a.syms[0].inlined && a.syms[0].line == 3);
+  CHECK_EQ_S(a.syms[1].function, "dist2");
+  CHECK(a.syms[1].inlined && a.syms[1].line == 10);
+  CHECK_EQ_S(a.syms[2].function, "nearest");
+  CHECK(!a.syms[2].inlined && a.syms[2].line == 17);
+  CHECK(a.syms[2].has_offset && a.syms[2].function_offset == 0x19);
+  CHECK_EQ_S(a.syms[2].file, "C:\\src\\geometry.c");
+
+  st_lookup_rva(&st, 0x1090, &a);
+  CHECK_EQ_U(a.nsyms, 1);
+  CHECK_EQ_U(a.syms[0].line, 20);
+  /* the last line of a function ends with the function */
+  st_lookup_rva(&st, 0x10ff, &a);
+  CHECK_EQ_U(a.syms[0].line, 20);
+  st_lookup_rva(&st, 0x1100, &a);
+  CHECK_EQ_U(a.status, ST_UNKNOWN_ADDRESS);
+  st_lookup_rva(&st, 0x2010, &a);
+  CHECK_EQ_S(a.syms[0].function, "other");
+  CHECK(!a.syms[0].has_line);
+  st_free(&st);
+}
+
+TEST(public_fallback) {
+  symtab st;
+  st_init(&st, NULL);
+  st_add_public(&st, 0x3000, st_cstr(&st, "foo"), st_cstr(&st, "?foo@@YAXH@Z"));
+  st_add_public(&st, 0x3100, st_cstr(&st, "bar"), st_cstr(&st, "?bar@@YAXXZ"));
+  st_add_func(&st, 0x3200, 0x10, st_cstr(&st, "known"), 0);
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+  st_answer a;
+  st_lookup_rva(&st, 0x3042, &a);
+  CHECK_EQ_U(a.status, ST_OK);
+  CHECK_EQ_S(a.syms[0].function, "foo");
+  CHECK_EQ_S(a.syms[0].mangled, "?foo@@YAXH@Z");
+  CHECK_EQ_U(a.syms[0].function_offset, 0x42);
+  st_lookup_rva(&st, 0x2fff, &a);
+  CHECK_EQ_U(a.status, ST_UNKNOWN_ADDRESS);
+  /* past a known function that follows the public: not the public's */
+  st_lookup_rva(&st, 0x3300, &a);
+  CHECK_EQ_U(a.status, ST_UNKNOWN_ADDRESS);
+  st_free(&st);
+}
+
+TEST(managed_hidden_points) {
+  symtab st;
+  st_init(&st, NULL);
+  uint32_t doc = st_cstr(&st, "/_/Demo.cs");
+  st_seqpt pts[] = {
+      {0x06000002, 0, ST_HIDDEN_LINE, ST_HIDDEN_LINE, 0, 0, doc},
+      {0x06000002, 7, 12, 12, 9, 30, doc},
+      {0x06000002, 20, ST_HIDDEN_LINE, ST_HIDDEN_LINE, 0, 0, doc},
+      {0x06000002, 30, 14, 14, 5, 6, doc},
+      {0x06000003, 0, ST_HIDDEN_LINE, ST_HIDDEN_LINE, 0, 0, doc},
+  };
+  for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++)
+    st_add_seqpt(&st, &pts[i]);
+  st_add_method(&st, 0x06000002, st_cstr(&st, "Demo.Widget+<Run>d__1.MoveNext"), 0x06000001);
+  st_add_method(&st, 0x06000001, st_cstr(&st, "Demo.Widget.Run"), 0);
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+  st_answer a;
+  st_lookup_token(&st, 0x06000002, 8, &a);
+  CHECK_EQ_U(a.status, ST_OK);
+  CHECK(!a.syms[0].hidden && a.syms[0].line == 12 && a.syms[0].column == 9);
+  CHECK_EQ_S(a.syms[0].async_method, "Demo.Widget.Run");
+  /* hidden: nearest visible at a lower offset */
+  st_lookup_token(&st, 0x06000002, 25, &a);
+  CHECK(a.syms[0].hidden && a.syms[0].line == 12);
+  /* hidden with nothing visible below: nearest above */
+  st_lookup_token(&st, 0x06000002, 3, &a);
+  CHECK(a.syms[0].hidden && a.syms[0].line == 7 - 7 + 12);
+  /* hidden with nothing visible at all: no line */
+  st_lookup_token(&st, 0x06000003, 0, &a);
+  CHECK(a.syms[0].hidden && !a.syms[0].has_line);
+  CHECK_EQ_S(a.syms[0].function, "0x06000003");
+  st_lookup_token(&st, 0x06000009, 0, &a);
+  CHECK_EQ_U(a.status, ST_UNKNOWN_ADDRESS);
+  st_free(&st);
+}
+
+TEST(budget_limits_builder) {
+  ps_budget b;
+  ps_budget_init(&b, 64 * 1024);
+  symtab st;
+  st_init(&st, &b);
+  bool ok = true;
+  for (uint32_t i = 0; i < 100000 && ok; i++)
+    ok = st_add_line(&st, i, 1, i, 0);
+  CHECK(!ok);
+  CHECK_EQ_U(st.err, PS_E_LIMIT);
+  CHECK_EQ_U(st_finish(&st), PS_E_LIMIT);
+  st_free(&st);
+}
+
+int main(void) {
+  RUN(strings_dedup);
+  RUN(native_lookup_with_inlines);
+  RUN(public_fallback);
+  RUN(managed_hidden_points);
+  RUN(budget_limits_builder);
+  return test_summary();
+}
