@@ -61,12 +61,16 @@ static const uint8_t *take(ps_reader *r, size_t n, const char *what) {
 
 uint8_t rd_u8(ps_reader *r, const char *what) {
   const uint8_t *p = take(r, 1, what);
-  return p ? p[0] : 0;
+  if (!p)
+    return 0;
+  return p[0];
 }
 
 uint16_t rd_u16(ps_reader *r, const char *what) {
   const uint8_t *p = take(r, 2, what);
-  return p ? (uint16_t)(p[0] | (p[1] << 8)) : 0;
+  if (!p)
+    return 0;
+  return (uint16_t)((unsigned)p[0] | ((unsigned)p[1] << 8u));
 }
 
 uint32_t rd_u32(ps_reader *r, const char *what) {

@@ -1,0 +1,55 @@
+/*
+ * pe.h - PE/COFF images: identity, debug directory, embedded Portable PDBs,
+ * and .NET method names from the assembly's metadata.
+ */
+#ifndef PDBSYM_PE_H
+#define PDBSYM_PE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "reader.h"
+#include "symtab.h"
+
+#define PE_MAX_CODEVIEW 8
+
+typedef struct {
+  uint8_t guid[16];   /* on-disk GUID layout */
+  uint32_t age;
+  bool portable;      /* the entry's MinorVersion is 0x504D ("PM"): a Portable PDB */
+  uint32_t stamp;     /* the entry's TimeDateStamp (Portable PDB id stamp) */
+  char path[261];     /* PDB path as recorded, NUL-terminated, truncated if longer */
+} pe_codeview;
+
+typedef struct {
+  uint16_t machine;
+  bool pe32plus;
+  uint32_t timestamp;      /* COFF TimeDateStamp */
+  uint32_t size_of_image;
+  bool is_dotnet;          /* has a CLI header */
+  int ncodeview;
+  pe_codeview codeview[PE_MAX_CODEVIEW];
+  bool has_embedded_pdb;   /* debug directory entry type 17 */
+  bool has_pdb_checksum;   /* debug directory entry type 19 */
+} pe_info;
+
+bool pe_is_image(const uint8_t *data, size_t len); /* "MZ" + a PE header */
+
+ps_err pe_parse(const uint8_t *data, size_t len, pe_info *out, ps_diag *diag);
+
+/* Inflates the embedded Portable PDB (MPDB + deflate) into a new buffer the
+ * caller frees; the inflated size is capped by max_size.  PS_E_NOT_FOUND when
+ * the image has none. */
+ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, uint8_t **out,
+                       size_t *out_len, ps_diag *diag);
+
+/* Sets the full name (Namespace.Type+Nested.Method) of every method of the
+ * assembly's MethodDef table in st (st_set_method_name), before st_finish or
+ * after (it keeps st finished if it was).  PS_E_NOT_FOUND when the image has
+ * no CLI metadata. */
+ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
+                       ps_diag *diag);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * ppdb.h - Portable PDB reader (ECMA-335 metadata with a #Pdb stream).
+ *
+ * ppdb_read fills st with the methods' sequence points (documents as file
+ * names), state-machine kickoff methods, and the Source Link JSON, sets
+ * st->ident (format portable, GUID, stamp) and finishes st.  Method names are
+ * not in a Portable PDB: pe_method_names (pe.h) adds them from the assembly.
+ * On failure returns the code with diag filled; the caller st_free's st.
+ */
+#ifndef PDBSYM_PPDB_H
+#define PDBSYM_PPDB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "reader.h"
+#include "symtab.h"
+
+/* true when data starts with the ECMA-335 metadata signature "BSJB" */
+bool ppdb_is_metadata(const uint8_t *data, size_t len);
+
+ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, ps_diag *diag);
+
+#endif
