@@ -1,7 +1,7 @@
 /*
  * pdb.h - Windows PDB (MSF 7.00) reader: native and managed.
  *
- * pdb_read parses the whole file into st (which the caller has st_init'ed and
+ * pdb_read parses the whole file into st (which the caller has st_init'ed),
  * must st_finish afterwards... see below) and fills st->ident (GUID, DBI age,
  * info-stream age, machine).  Native procedures, thunks, C13/C11 lines,
  * inline sites with their line annotations, publics (undecorated, with the
