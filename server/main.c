@@ -8,6 +8,7 @@
 
 static const cli_command commands[] = {
     {"version", "print the version", cmd_version},
+    {"serve", "serve the HTTP API (see api.md)", cmd_serve},
 };
 
 static void usage(FILE *out) {
