@@ -370,7 +370,7 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
   if (!srv->d) {
     snprintf(err, cap, "cannot listen on %s", cfg->listen);
     free(srv);
@@ -386,7 +386,11 @@ unsigned http_port(const http_server *s) { return s->port; }
 void http_stop(http_server *s, unsigned grace_s) {
   if (!s)
     return;
+  /* stop accepting, and close the listening socket now so that new
+   * connections are refused instead of waiting in the backlog */
   MHD_socket ls = MHD_quiesce_daemon(s->d);
+  if (ls != MHD_INVALID_SOCKET)
+    close(ls);
   uint64_t until = now_ns() + (uint64_t)grace_s * 1000000000u;
   while (atomic_load(&s->active) > 0 && now_ns() < until) {
     struct timespec ts = {0, 10 * 1000 * 1000};
@@ -400,7 +404,5 @@ void http_stop(http_server *s, unsigned grace_s) {
     log_end(&l);
   }
   MHD_stop_daemon(s->d);
-  if (ls != MHD_INVALID_SOCKET)
-    close(ls);
   free(s);
 }
