@@ -144,6 +144,8 @@ typedef struct {
   module_id id;
   mod_handle h;
   bool resolved;
+  bool skip;        /* v5: no frame names it, so it is not looked up */
+  const char *key;  /* v5: "debug_file/breakpad_id" as the client wrote it (borrowed) */
 } req_module;
 
 typedef enum { FR_NATIVE, FR_MANAGED } frame_kind;
@@ -458,11 +460,13 @@ static json_t *answer_module(const api *a, const req_module *m) {
 static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadline) {
   uint64_t now = engine_now_ms();
   for (size_t i = 0; i < n; i++) {
+    if (mods[i].skip)
+      continue;
     engine_resolve(a->eng, &mods[i].id, now ? now : 1, &mods[i].h);
     mods[i].resolved = true;
   }
   for (size_t i = 0; i < n; i++) {
-    if (mods[i].h.status != MOD_PENDING)
+    if (!mods[i].resolved || mods[i].h.status != MOD_PENDING)
       continue;
     if (engine_now_ms() >= deadline)
       break;
@@ -581,6 +585,234 @@ done:
   json_decref(root);
 }
 
+/* ---- POST /symbolicate/v5 (Mozilla's symbolication API v5) -------------------- */
+
+#define V5_MAX_JOBS 10
+
+typedef struct {
+  const json_t *map;    /* memoryMap */
+  const json_t *stacks; /* stacks */
+  size_t mod_first;     /* this job's modules in the flat array */
+  char prefix[32];      /* "jobs[2]." or "" for a bare job */
+} v5_job;
+
+static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t *nmods,
+                         size_t *nframes, req_error *err) {
+  char f[96];
+  if (!json_is_object(job)) {
+    snprintf(f, sizeof f, "%s", j->prefix[0] ? j->prefix : "body");
+    if (f[strlen(f) - 1] == '.')
+      f[strlen(f) - 1] = '\0';
+    return fail(err, f, "a job must be an object", NULL);
+  }
+  j->map = json_object_get(job, "memoryMap");
+  j->stacks = json_object_get(job, "stacks");
+  snprintf(f, sizeof f, "%smemoryMap", j->prefix);
+  if (!json_is_array(j->map))
+    return fail(err, f, "memoryMap must be an array", NULL);
+  snprintf(f, sizeof f, "%sstacks", j->prefix);
+  if (!json_is_array(j->stacks))
+    return fail(err, f, "stacks must be an array", NULL);
+  j->mod_first = *nmods;
+  size_t i;
+  const json_t *e;
+  json_array_foreach(j->map, i, e) {
+    snprintf(f, sizeof f, "%smemoryMap[%zu]", j->prefix, i);
+    const json_t *name = json_array_get(e, 0), *id = json_array_get(e, 1);
+    if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(name) ||
+        !json_is_string(id))
+      return fail(err, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
+    req_module *m = &mods[(*nmods)++];
+    memset(m, 0, sizeof *m);
+    const char *why = NULL;
+    if (strlen(json_string_value(name)) != json_string_length(name) ||
+        !module_parse_file_name(json_string_value(name), m->id.debug_file,
+                                sizeof m->id.debug_file, &why))
+      return fail(err, f, "invalid debug_file: ", why ? why : "contains a NUL byte");
+    if (!module_parse_debug_id(json_string_value(id), m->id.guid, &m->id.age, &why))
+      return fail(err, f, "invalid breakpad_id: ", why);
+    m->id.format = ST_FORMAT_WINDOWS;
+    m->skip = true;
+  }
+  const json_t *stack;
+  json_array_foreach(j->stacks, i, stack) {
+    snprintf(f, sizeof f, "%sstacks[%zu]", j->prefix, i);
+    if (!json_is_array(stack))
+      return fail(err, f, "a stack must be an array of [module_index, module_offset]", NULL);
+    size_t k;
+    json_array_foreach(stack, k, e) {
+      snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, i, k);
+      const json_t *mi = json_array_get(e, 0), *off = json_array_get(e, 1);
+      if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(mi) ||
+          !(json_is_integer(off) || json_is_string(off)))
+        return fail(err, f, "a frame must be [module_index, module_offset]", NULL);
+      uint64_t v;
+      if (get_number(off, UINT64_MAX, &v) == NUM_BAD)
+        return fail(err, f, "module_offset must be an integer or a 0x hex string", NULL);
+      json_int_t idx = json_integer_value(mi);
+      if (idx >= 0 && (size_t)idx < json_array_size(j->map))
+        mods[j->mod_first + (size_t)idx].skip = false;
+      (*nframes)++;
+    }
+  }
+  return true;
+}
+
+static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const req_module *mods) {
+  json_t *o = json_object();
+  json_object_set_new(o, "frame", json_integer((json_int_t)index));
+  json_int_t idx = json_integer_value(json_array_get(e, 0));
+  uint64_t off = 0;
+  num_result r = get_number(json_array_get(e, 1), UINT64_MAX, &off);
+  const req_module *m = NULL;
+  if (idx >= 0 && (size_t)idx < json_array_size(j->map)) {
+    m = &mods[j->mod_first + (size_t)idx];
+    json_object_set_new(o, "module", json_string(m->id.debug_file));
+  }
+  json_object_set_new(o, "module_offset", r == NUM_OK ? hex(off, 0) : json_string("0x0"));
+  if (!m || r != NUM_OK || off > UINT32_MAX || m->h.status != MOD_FOUND)
+    return o;
+  st_answer ans;
+  st_lookup_rva(m->h.st, (uint32_t)off, &ans);
+  if (ans.status != ST_OK || ans.nsyms < 1)
+    return o;
+  const st_symbol *outer = &ans.syms[ans.nsyms - 1];
+  json_object_set_new(o, "function", str_lossy(outer->function ? outer->function : ""));
+  if (outer->has_offset)
+    json_object_set_new(o, "function_offset", hex(outer->function_offset, 0));
+  if (outer->file && outer->has_line)
+    json_object_set_new(o, "file", str_lossy(outer->file));
+  if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE)
+    json_object_set_new(o, "line", json_integer(outer->line));
+  if (ans.nsyms > 1) {
+    json_t *inl = json_array();
+    for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
+      const st_symbol *s = &ans.syms[i];
+      json_t *x = json_object();
+      json_object_set_new(x, "function", str_lossy(s->function ? s->function : ""));
+      if (s->file && s->has_line)
+        json_object_set_new(x, "file", str_lossy(s->file));
+      if (s->has_line && s->line && s->line != ST_HIDDEN_LINE)
+        json_object_set_new(x, "line", json_integer(s->line));
+      json_array_append_new(inl, x);
+    }
+    json_object_set_new(o, "inlines", inl);
+  }
+  return o;
+}
+
+static void symbolicate_v5(api *a, const char *body, size_t len, api_response *out) {
+  json_error_t jerr;
+  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "invalid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+             jerr.column);
+    api_error(out, 400, msg, NULL);
+    return;
+  }
+  v5_job jobs[V5_MAX_JOBS];
+  size_t njobs = 0, nm = 0, nf = 0;
+  req_module *mods = NULL;
+  req_error err = {"", ""};
+  char msg[256];
+  const json_t *jl = json_is_object(root) ? json_object_get(root, "jobs") : NULL;
+  if (!json_is_object(root)) {
+    api_error(out, 400, "the body must be a JSON object", NULL);
+    goto done;
+  }
+  if (jl && !json_is_array(jl)) {
+    api_error(out, 400, "jobs must be an array", "jobs");
+    goto done;
+  }
+  njobs = jl ? json_array_size(jl) : 1;
+  if (njobs > V5_MAX_JOBS) {
+    snprintf(msg, sizeof msg, "too many jobs: %zu, the limit is %d", njobs, V5_MAX_JOBS);
+    api_error(out, 400, msg, "jobs");
+    goto done;
+  }
+  size_t total_map = 0;
+  for (size_t i = 0; i < njobs; i++) {
+    const json_t *job = jl ? json_array_get(jl, i) : root;
+    const json_t *map = json_is_object(job) ? json_object_get(job, "memoryMap") : NULL;
+    total_map += json_is_array(map) ? json_array_size(map) : 0;
+  }
+  if (total_map > a->cfg->max_modules) {
+    snprintf(msg, sizeof msg, "too many modules: %zu, the limit is max_modules = %llu",
+             total_map, (unsigned long long)a->cfg->max_modules);
+    api_error(out, 400, msg, "memoryMap");
+    goto done;
+  }
+  mods = calloc(total_map ? total_map : 1, sizeof *mods);
+  if (!mods) {
+    api_error(out, 500, "out of memory", NULL);
+    goto done;
+  }
+  for (size_t i = 0; i < njobs; i++) {
+    v5_job *j = &jobs[i];
+    memset(j, 0, sizeof *j);
+    if (jl)
+      snprintf(j->prefix, sizeof j->prefix, "jobs[%zu].", i);
+    if (!v5_parse_job(jl ? json_array_get(jl, i) : root, j, mods, &nm, &nf, &err)) {
+      api_error(out, 400, err.msg, err.field);
+      goto done;
+    }
+    if (nf > a->cfg->max_frames) {
+      snprintf(msg, sizeof msg, "too many frames: more than the limit max_frames = %llu",
+               (unsigned long long)a->cfg->max_frames);
+      api_error(out, 400, msg, "stacks");
+      goto done;
+    }
+  }
+  resolve_modules(a, mods, nm, engine_now_ms() + a->cfg->default_timeout * 1000u);
+  json_t *results = json_array();
+  uint64_t counts[FS__COUNT] = {0};
+  for (size_t i = 0; i < njobs; i++) {
+    const v5_job *j = &jobs[i];
+    json_t *res = json_object(), *stacks = json_array(), *found = json_object();
+    size_t si;
+    const json_t *stack;
+    json_array_foreach(j->stacks, si, stack) {
+      json_t *st = json_array();
+      size_t k;
+      const json_t *e;
+      json_array_foreach(stack, k, e) {
+        json_t *fo = v5_frame(k, e, j, mods);
+        counts[json_object_get(fo, "function") ? FS_OK : FS_MISSING_SYMBOLS]++;
+        json_array_append_new(st, fo);
+      }
+      json_array_append_new(stacks, st);
+    }
+    size_t mi;
+    const json_t *e;
+    json_array_foreach(j->map, mi, e) {
+      const req_module *m = &mods[j->mod_first + mi];
+      char key[600];
+      snprintf(key, sizeof key, "%s/%s", json_string_value(json_array_get(e, 0)),
+               json_string_value(json_array_get(e, 1)));
+      json_object_set_new(found, key,
+                          m->skip ? json_null() : json_boolean(m->h.status == MOD_FOUND));
+      if (!m->skip)
+        mt_module(m->h.status);
+    }
+    json_object_set_new(res, "stacks", stacks);
+    json_object_set_new(res, "found_modules", found);
+    json_array_append_new(results, res);
+  }
+  for (int s = 0; s < FS__COUNT; s++)
+    if (counts[s])
+      mt_frames((frame_status)s, counts[s]);
+  release_modules(a, mods, nm);
+  json_t *ans = json_object();
+  json_object_set_new(ans, "results", results);
+  set_json(out, 200, ans);
+  out->frames = (long)nf;
+  out->modules = (long)nm;
+done:
+  free(mods);
+  json_decref(root);
+}
+
 /* ---- GET /modules/{debug_file}/{debug_id} ------------------------------------ */
 
 static void module_info(api *a, const char *path, const char *query_format, api_response *out) {
@@ -696,7 +928,7 @@ void api_handle(api *a, mt_route route, const char *path, const char *query_form
     return;
   }
   case RT_SYMBOLICATE_V5:
-    api_error(out, 501, "the v5 API is not implemented yet", NULL);
+    symbolicate_v5(a, body ? body : "", len, out);
     return;
   case RT_OTHER:
   case RT__COUNT:
