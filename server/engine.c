@@ -354,7 +354,7 @@ static void run_job(job *j) {
     status = any_malformed ? MOD_MALFORMED : any_error ? MOD_FETCH_ERROR : MOD_MISSING;
     if (status == MOD_MISSING)
       snprintf(err, sizeof err, "no symbol source has %.200s", m->debug_file);
-    if (status != MOD_FETCH_ERROR) {
+    if (status != MOD_FETCH_ERROR && e->fetch) { /* offline: remember nothing */
       for (int i = 0; i < nf; i++) {
         char key[320];
         module_cache_key(m, fmts[i], key, sizeof key);
@@ -541,4 +541,31 @@ void engine_release(engine *e, mod_handle *h) {
   }
   h->pin = NULL;
   h->st = NULL;
+}
+
+bool engine_ready(engine *e) { return e && e->store != NULL; }
+
+bool engine_cached(engine *e, const module_id *m, st_format fmt) {
+  module_id copy = *m;
+  copy.format = fmt;
+  st_format fmts[2];
+  int nf = formats_for(&copy, fmts);
+  for (int i = 0; i < nf; i++) {
+    char key[320];
+    module_cache_key(m, fmts[i], key, sizeof key);
+    store_entry ent;
+    memset(&ent, 0, sizeof ent);
+    if (store_get(e->store, key, &ent) == STORE_HIT) {
+      store_release(e->store, &ent);
+      return true;
+    }
+  }
+  return false;
+}
+
+ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
+                     const char *source, ps_diag *diag) {
+  char key[320];
+  module_cache_key(m, fmt, key, sizeof key);
+  return store_put(e->store, key, st, source, diag);
 }
