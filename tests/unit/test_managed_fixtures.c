@@ -6,7 +6,8 @@
  * System.Reflection.Metadata and from ISymUnmanagedReader) parse and hold the
  * sequence points the fixtures promise (hidden points, state-machine kickoffs,
  * two documents and a #line document), their ids are the ones in the binaries,
- * and the Windows and Portable answers for one source and optimisation agree.
+ * the Windows and Portable answers for one source and optimisation agree, and
+ * the committed sources are the ones built (their SHA-1 is the PDB document hash).
  * Needs no .NET, Wine or network: it reads committed files only. */
 #include <dirent.h>
 #include <jansson.h>
@@ -500,6 +501,126 @@ TEST(ids_match_the_binaries) {
   }
 }
 
+/* SHA-1 (FIPS 180-4), enough to check the document hashes the compiler
+ * recorded against the committed sources. */
+static uint32_t rol32(uint32_t x, unsigned n) { return (x << n) | (x >> (32 - n)); }
+
+static void sha1(const unsigned char *msg, size_t len, unsigned char out[20]) {
+  uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+  size_t total = (len + 9 + 63) / 64 * 64;
+  for (size_t off = 0; off < total; off += 64) {
+    unsigned char blk[64];
+    for (size_t i = 0; i < 64; i++) {
+      size_t at = off + i;
+      if (at < len)
+        blk[i] = msg[at];
+      else if (at == len)
+        blk[i] = 0x80;
+      else if (at >= total - 8)
+        blk[i] = (unsigned char)(((uint64_t)len * 8) >> (8 * (total - 1 - at)));
+      else
+        blk[i] = 0;
+    }
+    uint32_t w[80];
+    for (int t = 0; t < 16; t++)
+      w[t] = (uint32_t)blk[4 * t] << 24 | (uint32_t)blk[4 * t + 1] << 16 |
+             (uint32_t)blk[4 * t + 2] << 8 | blk[4 * t + 3];
+    for (int t = 16; t < 80; t++)
+      w[t] = rol32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int t = 0; t < 80; t++) {
+      uint32_t f, k;
+      if (t < 20) {
+        f = (b & c) | (~b & d);
+        k = 0x5A827999u;
+      } else if (t < 40) {
+        f = b ^ c ^ d;
+        k = 0x6ED9EBA1u;
+      } else if (t < 60) {
+        f = (b & c) | (b & d) | (c & d);
+        k = 0x8F1BBCDCu;
+      } else {
+        f = b ^ c ^ d;
+        k = 0xCA62C1D6u;
+      }
+      uint32_t tmp = rol32(a, 5) + f + e + k + w[t];
+      e = d;
+      d = c;
+      c = rol32(b, 30);
+      b = a;
+      a = tmp;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+  }
+  for (int i = 0; i < 20; i++)
+    out[i] = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+TEST(sha1_known_answers) {
+  /* FIPS 180-2 appendix A examples */
+  unsigned char d[20];
+  char hex[41];
+  sha1((const unsigned char *)"abc", 3, d);
+  for (int i = 0; i < 20; i++)
+    snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  CHECK_EQ_S(hex, "a9993e364706816aba3e25717850c26c9cd0d89d");
+  const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  sha1((const unsigned char *)two, strlen(two), d);
+  for (int i = 0; i < 20; i++)
+    snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  CHECK_EQ_S(hex, "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+}
+
+/* The sources are the ones the fixtures were built from: each document's SHA-1
+ * in the Portable answers equals that of the committed file (a source edited
+ * without rerunning build-managed.sh fails here). */
+TEST(sources_match_the_document_hashes) {
+  static const char *const files[] = {"portable-debug/Demo.pdb.srm.jsonl",
+                                      "portable-release/Demo.pdb.srm.jsonl",
+                                      "embedded-debug/Demo.dll.srm.jsonl"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    json_t *all = load_jsonl(files[f]);
+    CHECK(all != NULL);
+    if (!all)
+      continue;
+    size_t i, hashed = 0;
+    json_t *o;
+    json_array_foreach(all, i, o) {
+      if (strcmp(kind_of(o), "document") != 0)
+        continue;
+      const char *name = json_string_value(json_object_get(o, "name"));
+      const char *alg = json_string_value(json_object_get(o, "hash_alg"));
+      const char *want = json_string_value(json_object_get(o, "hash"));
+      CHECK(name && alg && want && strncmp(name, "/_/", 3) == 0);
+      if (!name || !alg || !want || strcmp(alg, "SHA1") != 0)
+        continue; /* the #line document has no hash */
+      char rel[512];
+      snprintf(rel, sizeof rel, "src/%s", name + 3);
+      size_t n;
+      unsigned char *text = read_all(rel, &n);
+      CHECK(text != NULL);
+      if (!text)
+        continue;
+      unsigned char d[20];
+      char hex[41];
+      sha1(text, n, d);
+      for (int k = 0; k < 20; k++)
+        snprintf(hex + 2 * k, 3, "%02x", d[k]);
+      if (strcmp(hex, want) != 0)
+        fprintf(stderr, "%s: SHA-1 %s, %s says %s: rerun build-managed.sh\n", rel, hex, files[f], want);
+      CHECK_EQ_S(hex, want);
+      free(text);
+      hashed++;
+    }
+    CHECK_EQ_U(hashed, 3);
+    json_decref(all);
+  }
+}
+
 int main(void) {
   const char *src = getenv("PDBSYM_SOURCE_DIR");
   if (!src) {
@@ -517,5 +638,7 @@ int main(void) {
   RUN(windows_answers_hold_the_promised_points);
   RUN(windows_and_portable_builds_agree);
   RUN(ids_match_the_binaries);
+  RUN(sha1_known_answers);
+  RUN(sources_match_the_document_hashes);
   return test_summary();
 }
