@@ -464,6 +464,7 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
       continue;
     engine_resolve(a->eng, &mods[i].id, now ? now : 1, &mods[i].h);
     mods[i].resolved = true;
+    mt_cache(mods[i].h.from_cache);
   }
   for (size_t i = 0; i < n; i++) {
     if (!mods[i].resolved || mods[i].h.status != MOD_PENDING)
@@ -472,6 +473,8 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
       break;
     engine_release(a->eng, &mods[i].h);
     engine_resolve(a->eng, &mods[i].id, deadline, &mods[i].h);
+    if (mods[i].h.status != MOD_PENDING)
+      mt_download(mods[i].h.status, (double)(engine_now_ms() - now) / 1000.0);
   }
 }
 
@@ -851,14 +854,22 @@ static void module_info(api *a, const char *path, const char *query_format, api_
       return;
     }
   }
+  /* only what the cache holds: a module it does not hold is never fetched here */
   mod_handle h;
-  engine_peek(a->eng, &m, &h);
+  memset(&h, 0, sizeof h);
+  if (engine_cached(a->eng, &m, m.format)) {
+    engine_resolve(a->eng, &m, engine_now_ms(), &h);
+  } else {
+    h.status = MOD_MISSING;
+    h.format = m.format;
+    snprintf(h.error, sizeof h.error, "not in the cache");
+  }
   json_t *o = json_object();
   char id[48];
   module_debug_id(m.guid, m.age, id);
   json_object_set_new(o, "debug_file", json_string(m.debug_file));
   json_object_set_new(o, "debug_id", json_string(id));
-  bool known = h.status == MOD_PENDING || h.from_cache;
+  bool known = h.status == MOD_FOUND;
   json_object_set_new(o, "status", json_string(known ? mod_status_name(h.status) : "unknown"));
   json_object_set_new(o, "cached", json_boolean(h.from_cache));
   const char *fmt = format_name(h.format ? h.format : m.format);
@@ -903,9 +914,9 @@ void api_handle(api *a, mt_route route, const char *path, const char *query_form
     return;
   }
   case RT_READY: {
-    char why[256] = "";
+    const char *why = "the cache database is not open";
     json_t *o = json_object();
-    bool ok = !a->draining && engine_ready(a->eng, why, sizeof why);
+    bool ok = !a->draining && engine_ready(a->eng);
     json_object_set_new(o, "status", json_string(ok ? "ready" : "not ready"));
     if (!ok)
       json_object_set_new(o, "error", json_string(a->draining ? "shutting down" : why));
@@ -915,9 +926,7 @@ void api_handle(api *a, mt_route route, const char *path, const char *query_form
     return;
   }
   case RT_METRICS: {
-    engine_stats es;
-    engine_get_stats(a->eng, &es);
-    out->body = mt_render(&es);
+    out->body = mt_render(a->cfg->cache_dir);
     if (!out->body) {
       api_error(out, 500, "out of memory", NULL);
       return;

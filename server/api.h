@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "engine.h"
+#include "engine_placeholder.h"
 #include "metrics.h"
 
 typedef struct {

@@ -14,5 +14,9 @@ typedef struct {
 
 int cmd_version(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_lookup(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_warm(int argc, char **argv);
+int cmd_health(int argc, char **argv);
 
 #endif

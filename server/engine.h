@@ -55,40 +55,19 @@ void engine_close(engine *e);
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
 void engine_release(engine *e, mod_handle *h);
 
+/* true once the cache is open and its migrations applied */
+bool engine_ready(engine *e);
+
+/* true when the cache already holds m (in format fmt, or either when
+ * ST_FORMAT_UNKNOWN). */
+bool engine_cached(engine *e, const module_id *m, st_format fmt);
+
+/* Stores a finished table the caller parsed itself (local files, embedded
+ * PDBs) under m's key for format fmt.  The caller keeps st. */
+ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
+                     const char *source, ps_diag *diag);
+
 const char *mod_status_name(mod_status s); /* "found", "missing", ... */
 uint64_t engine_now_ms(void);
-
-/* ---- for the HTTP service (GET /ready, GET /metrics, GET /modules) ---- */
-
-/* True when the database is open and its migrations are applied; otherwise
- * false with a reason in why. */
-bool engine_ready(engine *e, char *why, size_t cap);
-
-/* Upper bounds (seconds) of the download-duration histogram buckets; the last
- * bucket (+Inf) is implied. */
-#define ENGINE_DL_BUCKETS 8
-#define ENGINE_DL_BOUNDS {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0}
-
-typedef struct {
-  uint64_t cache_hits;         /* modules answered from memory or the database */
-  uint64_t cache_misses;       /* modules that needed a fetch */
-  uint64_t cache_bytes;        /* bytes the database holds now */
-  uint64_t downloads_found;    /* fetches that found and ingested a module */
-  uint64_t downloads_missing;  /* fetches that found nothing upstream */
-  uint64_t downloads_malformed;/* fetched but could not be read */
-  uint64_t downloads_error;    /* network or server faults */
-  uint64_t download_buckets[ENGINE_DL_BUCKETS + 1]; /* per bucket, not cumulative */
-  double download_seconds;     /* sum of all download durations */
-} engine_stats;
-
-/* A snapshot of the counters (monotonic since engine_open, except cache_bytes). */
-void engine_get_stats(engine *e, engine_stats *out);
-
-/* Like engine_resolve, but answers only from what is known now and never
- * starts a fetch: MOD_FOUND (cached; release with engine_release), MOD_MISSING
- * / MOD_MALFORMED / MOD_FETCH_ERROR with from_cache true (a negative entry),
- * MOD_PENDING (a fetch is in flight), or MOD_MISSING with from_cache false
- * (nothing known). */
-void engine_peek(engine *e, const module_id *m, mod_handle *out);
 
 #endif

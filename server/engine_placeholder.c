@@ -1,26 +1,15 @@
 /*
- * engine_placeholder.c - a stand-in for engine.c while the real engine is not
- * in the tree, so that `pdbsym serve` links and its HTTP layer can be tested.
- *
- * It compiles to nothing as soon as server/engine.c exists (the integrator
- * deletes this file then).  Every module is "missing"; for tests, the
- * environment variable PDBSYM_PLACEHOLDER_DELAY_MS makes each resolve take
- * that long, answering MOD_PENDING when the caller's deadline comes first.
+ * engine_placeholder.c - the stand-in engine engine_placeholder.h describes.
+ * Compiles to nothing once the real engine links.
  */
-#if defined(__has_include)
-#if __has_include("engine.c")
-#define ENGINE_PLACEHOLDER_OFF 1
-#endif
-#endif
+#include "engine_placeholder.h"
 
-#ifndef ENGINE_PLACEHOLDER_OFF
+#ifndef PDBSYM_REAL_ENGINE
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include "engine.h"
 
 struct engine {
   uint64_t delay_ms;
@@ -53,7 +42,6 @@ static void sleep_ms(uint64_t ms) {
 }
 
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
-  (void)m;
   memset(out, 0, sizeof *out);
   out->format = m->format;
   if (e->delay_ms) {
@@ -63,13 +51,15 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
       if (deadline_ms > now)
         sleep_ms(deadline_ms - now);
       out->status = MOD_PENDING;
-      snprintf(out->error, sizeof out->error, "still being fetched");
+      snprintf(out->error, sizeof out->error, "still fetching %.200s; retry shortly",
+               m->debug_file);
       return;
     }
     sleep_ms(e->delay_ms);
   }
   out->status = MOD_MISSING;
-  snprintf(out->error, sizeof out->error, "not found (placeholder engine: no symbol sources)");
+  snprintf(out->error, sizeof out->error, "no symbol source has %.200s (placeholder engine)",
+           m->debug_file);
 }
 
 void engine_release(engine *e, mod_handle *h) {
@@ -78,29 +68,18 @@ void engine_release(engine *e, mod_handle *h) {
   h->pin = NULL;
 }
 
+bool engine_ready(engine *e) { return e != NULL; }
+
+bool engine_cached(engine *e, const module_id *m, st_format fmt) {
+  (void)e;
+  (void)m;
+  (void)fmt;
+  return false;
+}
+
 const char *mod_status_name(mod_status s) {
   static const char *const names[] = {"found", "missing", "malformed", "fetch_error", "pending"};
   return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
-}
-
-bool engine_ready(engine *e, char *why, size_t cap) {
-  (void)e;
-  if (cap)
-    why[0] = '\0';
-  return true;
-}
-
-void engine_get_stats(engine *e, engine_stats *out) {
-  (void)e;
-  memset(out, 0, sizeof *out);
-}
-
-void engine_peek(engine *e, const module_id *m, mod_handle *out) {
-  (void)e;
-  memset(out, 0, sizeof *out);
-  out->format = m->format;
-  out->status = MOD_MISSING;
-  snprintf(out->error, sizeof out->error, "not in the cache");
 }
 
 #else

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_CODE 600
 #define NBUCKETS 10
@@ -20,6 +21,12 @@ static _Atomic uint64_t req_micros[RT__COUNT];
 static _Atomic uint64_t frames[FS__COUNT];
 static _Atomic uint64_t modules[MOD_PENDING + 1];
 static _Atomic long inflight;
+static _Atomic uint64_t cache_hits, cache_misses;
+#define DL_BUCKETS 8
+static const double dl_bounds[DL_BUCKETS] = {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0};
+static _Atomic uint64_t downloads[MOD_PENDING + 1];
+static _Atomic uint64_t dl_buckets[DL_BUCKETS + 1];
+static _Atomic uint64_t dl_micros;
 
 static const char *const fs_names[FS__COUNT] = {
     "ok", "missing_symbols", "unknown_address", "malformed", "fetch_error", "pending", "invalid"};
@@ -60,6 +67,33 @@ void mt_module(mod_status s) {
 void mt_inflight_add(int delta) { atomic_fetch_add(&inflight, delta); }
 long mt_inflight(void) { return atomic_load(&inflight); }
 
+void mt_cache(bool hit) { atomic_fetch_add(hit ? &cache_hits : &cache_misses, 1); }
+
+void mt_download(mod_status outcome, double seconds) {
+  if ((unsigned)outcome > MOD_PENDING)
+    return;
+  atomic_fetch_add(&downloads[outcome], 1);
+  int b = 0;
+  while (b < DL_BUCKETS && seconds > dl_bounds[b])
+    b++;
+  atomic_fetch_add(&dl_buckets[b], 1);
+  atomic_fetch_add(&dl_micros, (uint64_t)(seconds * 1e6));
+}
+
+/* Bytes of the cache database and its journal files. */
+static uint64_t cache_file_bytes(const char *dir) {
+  static const char *const names[] = {"pdbsym.sqlite", "pdbsym.sqlite-wal", "pdbsym.sqlite-journal"};
+  uint64_t total = 0;
+  for (size_t i = 0; dir && i < sizeof names / sizeof names[0]; i++) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+      total += (uint64_t)sb.st_size;
+  }
+  return total;
+}
+
 typedef struct {
   char *buf;
   size_t n, cap;
@@ -93,7 +127,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   }
 }
 
-char *mt_render(const engine_stats *es) {
+char *mt_render(const char *cache_dir) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (!b.buf)
     return NULL;
@@ -142,43 +176,40 @@ char *mt_render(const engine_stats *es) {
   for (int s = 0; s <= MOD_PENDING; s++)
     sb_printf(&b, "pdbsym_modules_total{status=\"%s\"} %llu\n", mod_names[s],
               (unsigned long long)atomic_load(&modules[s]));
-  if (es) {
-    sb_printf(&b,
-              "# HELP pdbsym_cache_hits_total Modules answered from the cache.\n"
-              "# TYPE pdbsym_cache_hits_total counter\n"
-              "pdbsym_cache_hits_total %llu\n"
-              "# HELP pdbsym_cache_misses_total Modules that needed a fetch.\n"
-              "# TYPE pdbsym_cache_misses_total counter\n"
-              "pdbsym_cache_misses_total %llu\n"
-              "# HELP pdbsym_cache_bytes Bytes the cache database holds.\n"
-              "# TYPE pdbsym_cache_bytes gauge\n"
-              "pdbsym_cache_bytes %llu\n",
-              (unsigned long long)es->cache_hits, (unsigned long long)es->cache_misses,
-              (unsigned long long)es->cache_bytes);
-    sb_printf(&b, "# HELP pdbsym_downloads_total Symbol fetches, by outcome.\n"
-                  "# TYPE pdbsym_downloads_total counter\n"
-                  "pdbsym_downloads_total{outcome=\"found\"} %llu\n"
-                  "pdbsym_downloads_total{outcome=\"missing\"} %llu\n"
-                  "pdbsym_downloads_total{outcome=\"malformed\"} %llu\n"
-                  "pdbsym_downloads_total{outcome=\"error\"} %llu\n",
-              (unsigned long long)es->downloads_found, (unsigned long long)es->downloads_missing,
-              (unsigned long long)es->downloads_malformed, (unsigned long long)es->downloads_error);
-    static const double bounds[ENGINE_DL_BUCKETS] = ENGINE_DL_BOUNDS;
-    sb_printf(&b, "# HELP pdbsym_download_duration_seconds Time a symbol fetch took.\n"
-                  "# TYPE pdbsym_download_duration_seconds histogram\n");
-    uint64_t acc = 0;
-    for (int k = 0; k < ENGINE_DL_BUCKETS; k++) {
-      acc += es->download_buckets[k];
-      sb_printf(&b, "pdbsym_download_duration_seconds_bucket{le=\"%g\"} %llu\n", bounds[k],
-                (unsigned long long)acc);
-    }
-    acc += es->download_buckets[ENGINE_DL_BUCKETS];
-    sb_printf(&b,
-              "pdbsym_download_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
-              "pdbsym_download_duration_seconds_sum %.6f\n"
-              "pdbsym_download_duration_seconds_count %llu\n",
-              (unsigned long long)acc, es->download_seconds, (unsigned long long)acc);
+  sb_printf(&b,
+            "# HELP pdbsym_cache_hits_total Modules answered at once from the cache.\n"
+            "# TYPE pdbsym_cache_hits_total counter\n"
+            "pdbsym_cache_hits_total %llu\n"
+            "# HELP pdbsym_cache_misses_total Modules that were not in the cache.\n"
+            "# TYPE pdbsym_cache_misses_total counter\n"
+            "pdbsym_cache_misses_total %llu\n"
+            "# HELP pdbsym_cache_bytes Bytes of the cache database files.\n"
+            "# TYPE pdbsym_cache_bytes gauge\n"
+            "pdbsym_cache_bytes %llu\n",
+            (unsigned long long)atomic_load(&cache_hits),
+            (unsigned long long)atomic_load(&cache_misses),
+            (unsigned long long)cache_file_bytes(cache_dir));
+  sb_printf(&b, "# HELP pdbsym_downloads_total Module fetches settled while a request waited, by outcome.\n"
+                "# TYPE pdbsym_downloads_total counter\n");
+  static const char *const outcomes[MOD_PENDING] = {"found", "missing", "malformed", "error"};
+  for (int k = 0; k < MOD_PENDING; k++)
+    sb_printf(&b, "pdbsym_downloads_total{outcome=\"%s\"} %llu\n", outcomes[k],
+              (unsigned long long)atomic_load(&downloads[k]));
+  sb_printf(&b, "# HELP pdbsym_download_duration_seconds Time from a request's first look at a module to its fetch being settled.\n"
+                "# TYPE pdbsym_download_duration_seconds histogram\n");
+  uint64_t acc = 0;
+  for (int k = 0; k < DL_BUCKETS; k++) {
+    acc += atomic_load(&dl_buckets[k]);
+    sb_printf(&b, "pdbsym_download_duration_seconds_bucket{le=\"%g\"} %llu\n", dl_bounds[k],
+              (unsigned long long)acc);
   }
+  acc += atomic_load(&dl_buckets[DL_BUCKETS]);
+  sb_printf(&b,
+            "pdbsym_download_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+            "pdbsym_download_duration_seconds_sum %.6f\n"
+            "pdbsym_download_duration_seconds_count %llu\n",
+            (unsigned long long)acc, (double)atomic_load(&dl_micros) / 1e6,
+            (unsigned long long)acc);
   if (b.oom) {
     free(b.buf);
     return NULL;
