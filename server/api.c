@@ -1,7 +1,7 @@
 /*
  * api.c - the routes of `pdbsym serve`: request JSON in, answer JSON out,
  * as CONTRACT.md ("Modules", "Frames", "One answered frame") and api.md
- * describe.  See api.h.
+ * describe.  See api.h.  Symbol lists are rendered by render.h, as the CLI's.
  *
  * POST /symbolicate, step by step:
  *   1. parse and check the body; a shape the contract does not allow is a 400
@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "render.h"
 
 /* ---- responses ------------------------------------------------------------ */
 
@@ -145,7 +146,8 @@ typedef struct {
   mod_handle h;
   bool resolved;
   bool skip;        /* v5: no frame names it, so it is not looked up */
-  const char *key;  /* v5: "debug_file/breakpad_id" as the client wrote it (borrowed) */
+  render_module rm; /* Source Link map etc., set up at the first answered frame */
+  bool rm_init;
 } req_module;
 
 typedef enum { FR_NATIVE, FR_MANAGED } frame_kind;
@@ -346,39 +348,6 @@ static json_t *str_lossy(const char *s) {
   return j ? j : json_string("");
 }
 
-/* The innermost-first symbol list of one answer.  (A private rendering until
- * server/render.h lands; the fields follow CONTRACT.md.) */
-static json_t *render_symbols(const st_answer *a) {
-  json_t *list = json_array();
-  for (int i = 0; i < a->nsyms; i++) {
-    const st_symbol *s = &a->syms[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "function", str_lossy(s->function ? s->function : ""));
-    if (s->mangled)
-      json_object_set_new(o, "mangled", str_lossy(s->mangled));
-    if (s->file && s->has_line)
-      json_object_set_new(o, "file", str_lossy(s->file));
-    if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
-      json_object_set_new(o, "line", json_integer(s->line));
-      if (s->has_column) {
-        json_object_set_new(o, "column", json_integer(s->column));
-        json_object_set_new(o, "end_line", json_integer(s->end_line));
-        json_object_set_new(o, "end_column", json_integer(s->end_column));
-      }
-    }
-    if (s->inlined)
-      json_object_set_new(o, "inlined", json_true());
-    if (s->hidden)
-      json_object_set_new(o, "hidden", json_true());
-    if (s->has_offset && i == a->nsyms - 1)
-      json_object_set_new(o, "function_offset", hex(s->function_offset, 0));
-    if (s->async_method)
-      json_object_set_new(o, "async_method", str_lossy(s->async_method));
-    json_array_append_new(list, o);
-  }
-  return list;
-}
-
 static const char *format_name(st_format f) {
   return f == ST_FORMAT_WINDOWS ? "windows" : f == ST_FORMAT_PORTABLE ? "portable" : NULL;
 }
@@ -394,7 +363,7 @@ static frame_status module_frame_status(mod_status s) {
   return FS_INVALID;
 }
 
-static json_t *answer_frame(const api *a, const req_frame *fr, const req_module *m,
+static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
                             frame_status *st_out) {
   json_t *o = json_object();
   frame_status st;
@@ -425,8 +394,13 @@ static json_t *answer_frame(const api *a, const req_frame *fr, const req_module 
     json_object_set_new(o, "token", hex(fr->rva, 8));
     json_object_set_new(o, "il_offset", json_integer((json_int_t)fr->il));
   }
-  if (st == FS_OK)
-    json_object_set_new(o, "symbols", render_symbols(&ans));
+  if (st == FS_OK) {
+    if (!m->rm_init) {
+      render_module_init(&m->rm, m->h.st);
+      m->rm_init = true;
+    }
+    json_object_set_new(o, "symbols", render_symbols(&m->rm, &ans));
+  }
   if (err)
     json_object_set_new(o, "error", json_string(err));
   if (st == FS_PENDING)
@@ -479,9 +453,12 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
 }
 
 static void release_modules(api *a, req_module *mods, size_t n) {
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
+    if (mods[i].rm_init)
+      render_module_free(&mods[i].rm);
     if (mods[i].resolved)
       engine_release(a->eng, &mods[i].h);
+  }
 }
 
 static void symbolicate(api *a, const char *body, size_t len, api_response *out) {
