@@ -83,7 +83,7 @@ int cmd_serve(int argc, char **argv) {
     return 1;
   }
   log_line l;
-  log_begin(&l, LOG_INFO, "listening");
+  log_begin_always(&l, LOG_INFO, "listening");
   log_str(&l, "listen", cfg.listen);
   log_int(&l, "port", (long long)http_port(srv));
   log_str(&l, "cache_dir", cfg.cache_dir);
@@ -94,12 +94,13 @@ int cmd_serve(int argc, char **argv) {
   int sig = 0;
   while (sigwait(&stop, &sig) != 0 && errno == EINTR) {
   }
-  log_begin(&l, LOG_INFO, "stopping");
+  log_begin_always(&l, LOG_INFO, "stopping");
   log_str(&l, "signal", sig == SIGINT ? "SIGINT" : "SIGTERM");
   log_end(&l);
   a.draining = 1;
   http_stop(srv, (unsigned)cfg.shutdown_grace);
   engine_close(eng);
-  log_msg(LOG_INFO, "stopped");
+  log_begin_always(&l, LOG_INFO, "stopped");
+  log_end(&l);
   return 0;
 }

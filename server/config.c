@@ -40,7 +40,7 @@ static const cf_setting settings[] = {
     U(max_frames, "10000", "most frames in one request; more get 400"),
     U(max_modules, "1000", "most modules in one request; more get 400"),
     U(max_inflight, "64", "requests processed at once (health, ready, metrics excluded); more get 503"),
-    U(max_connections, "512", "open connections at once; more are closed at accept"),
+    U(max_connections, "512", "open connections at once; more wait in the listen backlog"),
     U(connection_timeout, "15", "seconds an idle or half-sent connection is kept"),
     U(default_timeout, "30", "seconds a request waits for modules when it gives no timeout"),
     U(max_timeout, "300", "largest timeout a request may ask for (seconds)"),

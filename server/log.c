@@ -57,9 +57,9 @@ static void put_json_string(log_line *l, const char *s) {
   put(l, "\"", 1);
 }
 
-void log_begin(log_line *l, log_level lv, const char *msg) {
+static void begin(log_line *l, log_level lv, const char *msg, bool always) {
   l->n = 0;
-  l->on = log_enabled(lv);
+  l->on = always || log_enabled(lv);
   if (!l->on)
     return;
   struct timeval tv;
@@ -72,6 +72,10 @@ void log_begin(log_line *l, log_level lv, const char *msg) {
        level_names[lv]);
   put_json_string(l, msg);
 }
+
+void log_begin(log_line *l, log_level lv, const char *msg) { begin(l, lv, msg, false); }
+
+void log_begin_always(log_line *l, log_level lv, const char *msg) { begin(l, lv, msg, true); }
 
 void log_str(log_line *l, const char *key, const char *val) {
   if (!l->on || !val)

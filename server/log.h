@@ -26,6 +26,8 @@ typedef struct {
 } log_line;
 
 void log_begin(log_line *l, log_level lv, const char *msg);
+/* Like log_begin, but written whatever the level (lifecycle lines). */
+void log_begin_always(log_line *l, log_level lv, const char *msg);
 void log_str(log_line *l, const char *key, const char *val); /* val NULL: omitted */
 void log_int(log_line *l, const char *key, long long val);
 void log_num(log_line *l, const char *key, double val);

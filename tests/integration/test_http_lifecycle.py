@@ -88,7 +88,32 @@ try:
     finally:
         srv.close()
 
-    # 4. SIGTERM with a request in flight: it is answered, then the process exits 0
+    # 4. max_connections: beyond it, new connections wait (in the listen
+    # backlog) until one closes
+    srv = Server(config="max_connections = 2\nconnection_timeout = 30\n")
+    try:
+        held = [socket.create_connection(("127.0.0.1", srv.port), timeout=5) for _ in range(2)]
+        time.sleep(0.3)
+        third = socket.create_connection(("127.0.0.1", srv.port), timeout=1)
+        third.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            got = third.recv(4096)
+        except socket.timeout:
+            got = None
+        c.eq("connection over max_connections is not served", got, None)
+        for h in held:
+            h.close()
+        third.settimeout(5)
+        try:
+            got = third.recv(4096)
+        except socket.timeout:
+            got = b""
+        c.true("it is served once a connection closes", got.startswith(b"HTTP/1.1 200"), got[:40])
+        third.close()
+    finally:
+        srv.close()
+
+    # 5. SIGTERM with a request in flight: it is answered, then the process exits 0
     srv = Server(env=up.env(), config="shutdown_grace = 20\n")
     try:
         box = {}
@@ -100,11 +125,20 @@ try:
             except Exception as e:  # noqa: BLE001
                 box["r"] = e
 
+        import http.client
+        keep = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        keep.request("GET", "/health")
+        keep.getresponse().read()
         t = threading.Thread(target=inflight)
         t.start()
         time.sleep(0.8)
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
+        keep.request("GET", "/ready")
+        r = keep.getresponse()
+        c.eq("/ready on a kept-alive connection while draining", (r.status, json.loads(r.read()).get("error")),
+             (503, "shutting down"))
+        keep.close()
         refused = False
         try:
             socket.create_connection(("127.0.0.1", srv.port), timeout=2).close()
