@@ -35,6 +35,7 @@ typedef struct {
   bool heavy_counted;   /* counted in the metrics' in-flight gauge */
   bool answered;        /* a response was queued */
   bool too_large;
+  uint64_t discarded;   /* body bytes thrown away after the cap */
   unsigned status;
   char *body;
   size_t len, cap;
@@ -215,8 +216,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (r->too_large)
-      return MHD_YES;
+    if (r->too_large) {
+      /* a body that keeps coming long after the cap: stop reading it (the
+       * 413 can only be sent once the body ends) */
+      r->discarded += n;
+      return r->discarded > srv->cfg->max_body_bytes ? MHD_NO : MHD_YES;
+    }
     if (!api_route_has_body(r->route) && r->len + n > 0) {
       /* a GET with a body: ignore it */
       return MHD_YES;

@@ -99,6 +99,23 @@ try:
     c.eq("chunked body over the cap: status", st, 413)
     c.true("chunked 413 body is JSON", "error" in json.loads(body), repr(body))
 
+    # a chunked body that goes on far past the cap: the server stops reading and closes
+    import socket
+    import time
+    sk = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    sk.sendall(b"POST /symbolicate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    t0 = time.time()
+    closed = False
+    try:
+        for _ in range(64):
+            sk.sendall(b"400\r\n" + b" " * 1024 + b"\r\n")
+            time.sleep(0.01)
+        closed = sk.recv(4096) == b""
+    except OSError:
+        closed = True
+    sk.close()
+    c.true("endless chunked body: connection closed", closed and time.time() - t0 < 5)
+
     # two different Content-Length headers
     raw = srv.raw(b"POST /symbolicate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}")
     st, h, body = parse_raw_response(raw)
