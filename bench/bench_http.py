@@ -32,6 +32,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--duration", type=int, default=10)
 ap.add_argument("--connections", type=int, default=32)
 ap.add_argument("--threads", type=int, default=4)
+ap.add_argument("--runs", type=int, default=2)
 args = ap.parse_args()
 if not shutil.which("wrk"):
     sys.exit("bench_http: wrk not found (apt-get install wrk)")
@@ -92,7 +93,7 @@ try:
                 % json.dumps(body))
     rss0 = rss_kib()
     http_cpu_per_frame = None
-    for run in (1, 2):
+    for run in range(1, args.runs + 1):
         c0 = cpu_s()
         out = subprocess.run(["wrk", "-t%d" % args.threads, "-c%d" % args.connections, "-d%ds" % args.duration,
                               "--latency", "-s", lua, "http://127.0.0.1:%d/symbolicate" % srv.port],

@@ -136,15 +136,24 @@ def parse_raw_response(data):
 
 
 class SlowUpstream:
-    """A symbol server that answers every request 404 after `delay` seconds,
-    so a module fetch stays in flight that long."""
+    """A symbol server that knows no module: the first request for each file
+    name waits `delay` seconds before its 404, the others (the client's other
+    probes for the same module) are answered at once, so a module fetch stays
+    in flight about `delay` seconds."""
 
     def __init__(self, delay):
         outer = self
+        self.seen = set()
+        self.lock = threading.Lock()
 
         class H(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                time.sleep(outer.delay)
+                name = self.path.strip("/").split("/")[0].lower().rsplit(".", 1)[0]
+                with outer.lock:
+                    first = name not in outer.seen
+                    outer.seen.add(name)
+                if first:
+                    time.sleep(outer.delay)
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
