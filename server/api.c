@@ -146,6 +146,7 @@ typedef struct {
   mod_handle h;
   bool resolved;
   bool skip;        /* v5: no frame names it, so it is not looked up */
+  size_t same;      /* index of the first entry naming the same module (itself if none) */
   render_module rm; /* Source Link map etc., set up at the first answered frame */
   bool rm_init;
 } req_module;
@@ -430,11 +431,29 @@ static json_t *answer_module(const api *a, const req_module *m) {
   return o;
 }
 
+/* A module listed twice in one request is resolved once: later entries point
+ * at the first (module_id is zero-filled before parsing, so memcmp is exact). */
+static void dedupe_modules(req_module *mods, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    mods[i].same = i;
+    for (size_t k = 0; k < i; k++) {
+      if (mods[k].same == k && !memcmp(mods[k].id.guid, mods[i].id.guid, 16) &&
+          !memcmp(&mods[k].id, &mods[i].id, sizeof mods[i].id)) {
+        mods[i].same = k;
+        if (!mods[i].skip)
+          mods[k].skip = false;
+        break;
+      }
+    }
+  }
+}
+
 /* Step 2 of the file comment: probe all, then wait for the pending ones. */
 static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadline) {
   uint64_t now = engine_now_ms();
+  dedupe_modules(mods, n);
   for (size_t i = 0; i < n; i++) {
-    if (mods[i].skip)
+    if (mods[i].skip || mods[i].same != i)
       continue;
     engine_resolve(a->eng, &mods[i].id, now ? now : 1, &mods[i].h);
     mods[i].resolved = true;
@@ -545,13 +564,15 @@ static void symbolicate(api *a, const char *body, size_t len, api_response *out)
   uint64_t counts[FS__COUNT] = {0};
   for (size_t i = 0; i < nf; i++) {
     frame_status st;
-    json_array_append_new(af, answer_frame(a, &frames[i], &mods[frames[i].module], &st));
+    req_module *m = &mods[mods[frames[i].module].same];
+    json_array_append_new(af, answer_frame(a, &frames[i], m, &st));
     counts[st]++;
   }
   json_t *am = json_array();
   for (size_t i = 0; i < nm; i++) {
-    json_array_append_new(am, answer_module(a, &mods[i]));
-    mt_module(mods[i].h.status);
+    json_array_append_new(am, answer_module(a, &mods[mods[i].same]));
+    if (mods[i].same == i)
+      mt_module(mods[i].h.status);
   }
   for (int s = 0; s < FS__COUNT; s++)
     if (counts[s])
@@ -649,7 +670,7 @@ static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const re
   num_result r = get_number(json_array_get(e, 1), UINT64_MAX, &off);
   const req_module *m = NULL;
   if (idx >= 0 && (size_t)idx < json_array_size(j->map)) {
-    m = &mods[j->mod_first + (size_t)idx];
+    m = &mods[mods[j->mod_first + (size_t)idx].same];
     json_object_set_new(o, "module", json_string(m->id.debug_file));
   }
   json_object_set_new(o, "module_offset", r == NUM_OK ? hex(off, 0) : json_string("0x0"));
@@ -773,9 +794,10 @@ static void symbolicate_v5(api *a, const char *body, size_t len, api_response *o
       char key[600];
       snprintf(key, sizeof key, "%s/%s", json_string_value(json_array_get(e, 0)),
                json_string_value(json_array_get(e, 1)));
+      const req_module *r = &mods[m->same];
       json_object_set_new(found, key,
-                          m->skip ? json_null() : json_boolean(m->h.status == MOD_FOUND));
-      if (!m->skip)
+                          m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
+      if (!m->skip && m->same == (size_t)(m - mods))
         mt_module(m->h.status);
     }
     json_object_set_new(res, "stacks", stacks);

@@ -68,6 +68,14 @@ try:
                  'pdbsym_download_duration_seconds_bucket{le="+Inf"}', "pdbsym_download_duration_seconds_count"):
         c.true("metric " + name, name in after, sorted(after)[:5])
 
+    # a module listed twice is resolved once (and counted once)
+    m0 = sum(v for k, v in after.items() if k.startswith("pdbsym_modules_total"))
+    st, h, j = srv.json("POST", "/symbolicate", {"modules": [MODULE, dict(MODULE, debug_file="demo.pdb")],
+                                                 "frames": [{"module": 0, "rva": 1}, {"module": 1, "rva": 1}]})
+    c.eq("duplicate module entries answered alike", j["modules"][0], j["modules"][1])
+    m1 = sum(v for k, v in metrics(srv).items() if k.startswith("pdbsym_modules_total"))
+    c.eq("duplicate module entries resolved once", m1 - m0, 1)
+
     # /modules: what the cache knows; nothing here yet
     st, h, j = srv.json("GET", "/modules/demo.pdb/3773E3530B2E493882ECA7324B16C2D91")
     c.true("modules route answers", st in (200, 404), st)
