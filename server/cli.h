@@ -13,5 +13,6 @@ typedef struct {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_fetch(int argc, char **argv);
 
 #endif

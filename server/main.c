@@ -8,6 +8,7 @@
 
 static const cli_command commands[] = {
     {"version", "print the version", cmd_version},
+    {"fetch", "download one PDB or PE image from the symbol path", cmd_fetch},
 };
 
 static void usage(FILE *out) {
