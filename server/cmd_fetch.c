@@ -187,7 +187,7 @@ int cmd_fetch(int argc, char **argv) {
                        &d);
   fetch_close(f);
   if (st != FETCH_FOUND) {
-    fprintf(stderr, "pdbsym fetch: %s: %s\n", st == FETCH_NOT_FOUND ? "not found" : "error",
+    fprintf(stderr, "pdbsym fetch: %s%s\n", st == FETCH_NOT_FOUND ? "" : "failed: ",
             ps_diag_format(&d, msg, sizeof msg));
     return 1;
   }

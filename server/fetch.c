@@ -807,7 +807,7 @@ static dl_result try_variant(probe_ctx *p, fetch_source *s, const fetch_key *k, 
     if (!read_ptr(&t, kind, sizeof kind, val, sizeof val)) {
       r = DL_NOT_FOUND;
     } else if (!strcmp(kind, "MSG")) {
-      ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "%.60s says: %.120s", where, val);
+      ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "%.110s says: %.70s", where, val);
       note_error(p, &d, 1);
       r = DL_NOT_FOUND;
     } else if (!strcmp(kind, "PATH") && !has_ctl(val) && val[0]) {
@@ -816,7 +816,7 @@ static dl_result try_variant(probe_ctx *p, fetch_source *s, const fetch_key *k, 
       bool url = is_http_url(val);
       if (!url && s->http) {
         ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1,
-                    "%.60s points at a path, not a URL: %.100s", where, val);
+                    "%.110s names a path, not a URL: %.60s", where, val);
         note_error(p, &d, 1);
         r = DL_NOT_FOUND;
       } else {
