@@ -333,6 +333,12 @@ ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag) {
     fetch_close(f);
     return ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
   }
+  if (mkdir(f->tmp_dir, 0700) != 0 && errno != EEXIST) {
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot create %.100s: %s", f->tmp_dir,
+                strerror(errno));
+    fetch_close(f);
+    return PS_E_IO;
+  }
   const char *path = cfg->symbol_path && *cfg->symbol_path ? cfg->symbol_path : "";
   ps_err r = parse_symbol_path(f, path, cfg->headers, diag);
   if (r != PS_E_OK) {
@@ -530,6 +536,26 @@ static bool retryable_curl(CURLcode c) {
 
 /* GETs url into t (rewound first) with retries.  DL_NOT_FOUND on 404/410;
  * DL_ERROR with diag otherwise.  final_url gets the effective URL. */
+/* Length of "scheme://host[:port]" at the start of url. */
+static size_t origin_len(const char *url) {
+  const char *p = strstr(url, "://");
+  if (!p)
+    return 0;
+  p += 3;
+  return (size_t)(p - url) + strcspn(p, "/?#");
+}
+
+/* true when url has the same scheme, host and port as the source's base */
+static bool same_origin(const fetch_source *s, const char *url) {
+  size_t a = origin_len(s->base), b = origin_len(url);
+  if (!a || a != b)
+    return false;
+  for (size_t i = 0; i < a; i++)
+    if (tolower((unsigned char)s->base[i]) != tolower((unsigned char)url[i]))
+      return false;
+  return true;
+}
+
 static dl_result http_get(fetcher *f, fetch_source *s, CURL *c, const char *url, tmpfile_t *t,
                           uint64_t cap, char *final_url, size_t final_cap, ps_diag *diag) {
   for (int attempt = 0;; attempt++) {
@@ -556,7 +582,10 @@ static dl_result http_get(fetcher *f, fetch_source *s, CURL *c, const char *url,
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, curl_write_cb);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sk);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    if (s->headers)
+    /* the source's headers (tokens) go to its own origin only: not to a
+     * file.ptr URL elsewhere (libcurl itself drops Authorization and
+     * Cookie on redirects to another host) */
+    if (s->headers && same_origin(s, url))
       curl_easy_setopt(c, CURLOPT_HTTPHEADER, s->headers);
 
     slot_acquire(f, s);

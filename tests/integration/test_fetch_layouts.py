@@ -153,6 +153,20 @@ def main():
     rc, _, _, _ = fetch(["foo.pdb", DEBUG_ID, "--format", "windows", "--header",
                       "Authorization: Bearer t0k"], srv.url, out)
     c.check(rc == 0, "--header sent")
+    # a file.ptr leading to another origin does not get the source's token
+    put(root, "tok.pdb/%s/file.ptr" % KEY,
+        ("PATH:http://localhost:%d/real/tok.pdb" % srv.port).encode())
+    put(root, "real/tok.pdb", body)
+    srv.reset()
+    srv.control({"/real/tok.pdb": {"require_header": {"Authorization": "Bearer t0k"}}})
+    rc, _, _, _ = fetch(["tok.pdb", DEBUG_ID, "--format", "windows"],
+                        "srv*%s|Authorization: Bearer t0k" % srv.url, out)
+    c.check(rc == 1 and srv.hits().get("/real/tok.pdb") == 1,
+            "token not sent to a file.ptr target on another origin")
+    put(root, "tok.pdb/%s/file.ptr" % KEY, ("PATH:%s/real/tok.pdb" % srv.url).encode())
+    rc, _, _, _ = fetch(["tok.pdb", DEBUG_ID, "--format", "windows"],
+                        "srv*%s|Authorization: Bearer t0k" % srv.url, out)
+    c.check(rc == 0, "token sent to a file.ptr target on the same origin")
     rc, _, se, _ = fetch(["foo.pdb", DEBUG_ID, "--header", "Bad\r\nHeader: x"], srv.url, out)
     c.check(rc == 2, "header with CR/LF refused")
 
