@@ -5,7 +5,7 @@ Serves a folder in symstore layout over HTTP/1.1 on 127.0.0.1, and can be told
 to misbehave per path.  Prints "PORT <n>" on its first line of stdout once it
 accepts connections (it binds port 0 unless --port is given).
 
-    python3 tests/symserver.py ROOT [--port N] [--control rules.json]
+    python3 tests/symserver.py ROOT [--port N] [--control rules.json] [--exit-with-parent]
 
 Endpoints besides the files:
     GET  /_stats           {"hits": {"/path": n, ...}, "total": n}: requests per path
@@ -26,6 +26,7 @@ decoded path, without the query):
     "delay": 1.5                  wait before answering
     "require_header": {"Authorization": "Bearer x"}   401 unless present
     "chunked": true               send the body chunked (no Content-Length)
+    "gzip": true                  send the body gzip-compressed (Content-Encoding)
 """
 import json
 import os
@@ -183,6 +184,9 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
             return
+        if rule.get("gzip"):
+            import gzip
+            return self._send(200, gzip.compress(data, 9), extra={"Content-Encoding": "gzip"})
         if rule.get("chunked"):
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
@@ -211,6 +215,9 @@ def main(argv):
     args = argv[1:]
     port = 0
     control = None
+    exit_with_parent = "--exit-with-parent" in args
+    if exit_with_parent:
+        args.remove("--exit-with-parent")
     if "--port" in args:
         i = args.index("--port")
         port = int(args[i + 1])
@@ -228,6 +235,18 @@ def main(argv):
         with open(control) as f:
             srv.state.rules.update(json.load(f))
     print("PORT %d" % srv.server_address[1], flush=True)
+
+    # --exit-with-parent: end with the test that started us, even if it
+    # could not stop us (it crashed or was killed)
+    if exit_with_parent:
+        parent = os.getppid()
+
+        def watch_parent():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(0)
+
+        threading.Thread(target=watch_parent, daemon=True).start()
     try:
         srv.serve_forever(poll_interval=0.1)
     except KeyboardInterrupt:

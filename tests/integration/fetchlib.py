@@ -2,6 +2,7 @@
 tests/symserver.py, drive `pdbsym fetch` as a real process, check results.
 
 Not a test itself (ctest picks up test_*.py only)."""
+import atexit
 import json
 import os
 import shutil
@@ -29,12 +30,14 @@ class Server:
     def __init__(self, root):
         self.root = root
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(SRC, "tests", "symserver.py"), root],
+            [sys.executable, os.path.join(SRC, "tests", "symserver.py"), root,
+             "--exit-with-parent"],
             stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         assert line.startswith("PORT "), line
         self.port = int(line.split()[1])
         self.url = "http://127.0.0.1:%d" % self.port
+        atexit.register(self.stop)
 
     def _post(self, path, obj):
         req = urllib.request.Request(self.url + path, data=json.dumps(obj).encode(),
@@ -53,8 +56,9 @@ class Server:
             return json.load(r)["hits"]
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
 
 
 def fetch(args, symbol_path, out, env_extra=None, timeout=120):

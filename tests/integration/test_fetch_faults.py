@@ -127,6 +127,14 @@ def main():
     rc, se, dt, h = run("length over cap", {}, ["--max-bytes", "1000"])
     c.check(rc == 1 and "cap" in se and h == {plain: 1}, "declared length over the cap refused")
 
+    # gzip content encoding: decoded, and the cap counts decoded bytes
+    rc, se, dt, h = run("gzip body", {plain: {"gzip": True}})
+    c.check(rc == 0 and ok(), "gzip-encoded body decoded")
+    put(root, "zeros/foo.pdb", b"\0" * (16 << 20))
+    rc, se, dt, h = run("gzip bomb", {plain: {"gzip": True, "body_from": "/zeros/foo.pdb"}},
+                        ["--max-bytes", str(1 << 20)])
+    c.check(rc == 1 and "cap" in se, "gzip body inflating past the cap refused (%s)" % se.strip())
+
     # a body that is another PDB: with no PDB reader merged yet the CLI
     # accepts any file; the unit test test_fetch_server checks the verify path.
     put(root, "another/other.pdb", fake_pdb(30000, seed=9))

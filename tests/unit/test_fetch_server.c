@@ -50,7 +50,7 @@ static bool start_server(void) {
   if (server_pid == 0) {
     dup2(fds[1], 1);
     close(fds[0]);
-    execlp("python3", "python3", script, root, (char *)NULL);
+    execlp("python3", "python3", script, root, "--exit-with-parent", (char *)NULL);
     _exit(127);
   }
   close(fds[1]);
