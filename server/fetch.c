@@ -634,7 +634,12 @@ static dl_result http_get(fetcher *f, fetch_source *s, CURL *c, const char *url,
     long backoff = f->retry_base_ms << (attempt < 10 ? attempt : 10);
     if (backoff > FETCH_MAX_BACKOFF_MS)
       backoff = FETCH_MAX_BACKOFF_MS;
-    backoff = backoff * 3 / 4 + (long)((unsigned long)rand() % (unsigned long)(backoff / 2 + 1));
+    /* jitter from the clock and pid, so processes that failed together do
+     * not retry together */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    unsigned seed = (unsigned)now.tv_nsec ^ (unsigned)getpid() ^ (unsigned)attempt;
+    backoff = backoff * 3 / 4 + (long)((unsigned long)rand_r(&seed) % (unsigned long)(backoff / 2 + 1));
     sleep_ms(backoff);
   }
 }

@@ -15,6 +15,7 @@ import urllib.request
 SRC = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("PDBSYM_BIN") or os.path.join(SRC, "build", "pdbsym")
+sys.dont_write_bytecode = True  # tests/__pycache__ would land in the source tree
 sys.path.insert(0, os.path.join(SRC, "tests"))
 import cabmake  # noqa: E402
 
