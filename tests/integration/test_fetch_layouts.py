@@ -117,6 +117,18 @@ def main():
     put(flat, "loc.pdb/%s/loc.pdb" % KEY, body)
     rc, so, _ = run("local folder", ["loc.pdb", DEBUG_ID, "--format", "windows"], sp=flat)
     c.check(rc == 0 and got() == body and flat in so, "local folder source")
+    # a folder's file.ptr may name a path: relative to the folder, or absolute
+    put(flat, "elsewhere/real.pdb", body)
+    put(flat, "rel.pdb/%s/file.ptr" % KEY, b"PATH:elsewhere\\real.pdb\r\n")
+    rc, so, _ = run("folder file.ptr relative", ["rel.pdb", DEBUG_ID, "--format", "windows"],
+                    sp=flat)
+    c.check(rc == 0 and got() == body and "elsewhere/real.pdb" in so,
+            "folder file.ptr with a relative path")
+    put(flat, "abs.pdb/%s/file.ptr" % KEY,
+        ("PATH:%s\n" % os.path.join(flat, "elsewhere", "real.pdb")).encode())
+    rc, _, _ = run("folder file.ptr absolute", ["abs.pdb", DEBUG_ID, "--format", "windows"],
+                   sp=flat)
+    c.check(rc == 0 and got() == body, "folder file.ptr with an absolute path")
     two = os.path.join(c.tmp, "two")
     put(two, "index2.txt", b"")
     put(two, "lo/loc.pdb/%s/loc.pd_" % KEY, cabmake.make_cab([("loc.pdb", body)]))
