@@ -33,6 +33,13 @@
  *   {"function": str, "file": str, "line": int, "column": int (if nonzero)}
  * Rows are sorted and do not overlap.  A code byte no row covers is one for
  * which llvm-symbolizer had no answer (padding between functions).
+ *
+ * NAME.crosscheck.tsv has the same format plus a 4th column (fx_row.note): the
+ * ranges where the answer decoded from llvm-pdbutil's dumps differs from
+ * llvm-symbolizer's, with the decoded frames and why ("inline-line": llvm-
+ * symbolizer 14 gets inline frames' lines wrong there; "dup-line",
+ * "before-first-line": the outermost line is a matter of convention).
+ * fx_answer_ok() applies these rules; see tests/fixtures/native/README.md.
  */
 #ifndef PDBSYM_TEST_FIXTURES_H
 #define PDBSYM_TEST_FIXTURES_H
@@ -63,7 +70,8 @@ typedef struct {
   const char *guid;     /* "183AB4D2-339F-783E-4C4C-44205044422E" (llvm-pdbutil) */
   const char *symkey;   /* GUID without dashes + age in hex: symbol-server key */
   const char *cv_path;  /* PDB path in the PE's CodeView entry */
-  const char *expected; /* "cpp-x64-O2.expected.tsv" */
+  const char *expected; /* "cpp-x64-O2.expected.tsv" (llvm-symbolizer) */
+  const char *crosscheck; /* "cpp-x64-O2.crosscheck.tsv" (llvm-pdbutil decoding) */
   const char *made;     /* how it was made, one line */
   uint32_t machine;     /* IMAGE_FILE_MACHINE_* of the PE */
   uint32_t age;
@@ -90,6 +98,7 @@ typedef struct {
   uint32_t start, end; /* RVAs, [start, end) */
   size_t nframes;
   fx_frame *frames; /* innermost first */
+  char *note;       /* optional 4th column (crosscheck category), or NULL */
 } fx_row;
 
 typedef struct {
@@ -97,12 +106,20 @@ typedef struct {
   size_t count;
 } fx_expected;
 
-/* The native fixture folder, "<root>/tests/fixtures/native". Static storage. */
-static inline const char *fx_native_dir(void) {
-  static char dir[4096];
+/* "<root>/tests/fixtures/native/FILE", malloc'd (caller frees), or NULL. */
+static inline char *fx_native_path(const char *file) {
+  static const char sub[] = "/tests/fixtures/native/";
   const char *root = getenv("PDBSYM_SOURCE_DIR");
-  snprintf(dir, sizeof dir, "%s/tests/fixtures/native", root && *root ? root : ".");
-  return dir;
+  if (!root || !*root)
+    root = ".";
+  size_t a = strlen(root), b = strlen(file);
+  char *p = malloc(a + sizeof sub + b);
+  if (!p)
+    return NULL;
+  memcpy(p, root, a);
+  memcpy(p + a, sub, sizeof sub - 1);
+  memcpy(p + a + sizeof sub - 1, file, b + 1);
+  return p;
 }
 
 /* Reads a whole file.  Returns 0, or -1 with a message on stderr. */
@@ -181,10 +198,11 @@ static inline int fx_gunzip(const fx_blob *in, fx_blob *out) {
 /* Reads fixture FILE from the native folder; a name ending in ".gz" is
  * inflated.  Returns 0, or -1 with a message on stderr. */
 static inline int fx_read_fixture(const char *file, fx_blob *out) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", fx_native_dir(), file);
-  if (fx_read_path(path, out) != 0)
+  char *path = fx_native_path(file);
+  if (!path || fx_read_path(path, out) != 0) {
+    free(path);
     return -1;
+  }
   size_t n = strlen(file);
   if (n > 3 && strcmp(file + n - 3, ".gz") == 0) {
     fx_blob raw = *out;
@@ -192,9 +210,11 @@ static inline int fx_read_fixture(const char *file, fx_blob *out) {
     free(raw.data);
     if (rc != 0) {
       fprintf(stderr, "fixtures: %s is not a valid gzip file\n", path);
+      free(path);
       return -1;
     }
   }
+  free(path);
   return 0;
 }
 
@@ -228,11 +248,11 @@ static inline void fx_manifest_free(fx_manifest *m) {
  * line, so added columns do not break readers.  Returns 0 or -1; on success
  * free with fx_manifest_free. */
 static inline int fx_manifest_parse(const char *src, size_t len, fx_manifest *m) {
-  enum { NCOL = 17 };
+  enum { NCOL = 18 };
   static const char *const names[NCOL] = {
       "name", "exe", "pdb", "arch", "opt", "lang", "guid", "symkey", "cv_path",
-      "expected", "made", "machine", "age", "exe_size", "pdb_size", "image_size",
-      "rows"};
+      "expected", "crosscheck", "made", "machine", "age", "exe_size", "pdb_size",
+      "image_size", "rows"};
   memset(m, 0, sizeof *m);
   char *text = malloc(len + 1);
   if (!text)
@@ -296,12 +316,13 @@ static inline int fx_manifest_parse(const char *src, size_t len, fx_manifest *m)
       e->symkey = v[7];
       e->cv_path = v[8];
       e->expected = v[9];
-      e->made = v[10];
+      e->crosscheck = v[10];
+      e->made = v[11];
       uint64_t n[6];
       for (int k = 0; k < 6; k++)
-        if (fx_parse_u64(v[11 + k], &n[k]) != 0) {
+        if (fx_parse_u64(v[12 + k], &n[k]) != 0) {
           fprintf(stderr, "fixtures: MANIFEST.tsv: %s: bad %s '%s'\n", e->name,
-                  names[11 + k], v[11 + k]);
+                  names[12 + k], v[12 + k]);
           goto bad;
         }
       e->machine = (uint32_t)n[0];
@@ -346,6 +367,7 @@ static inline void fx_expected_free(fx_expected *x) {
       free(x->rows[i].frames[k].file);
     }
     free(x->rows[i].frames);
+    free(x->rows[i].note);
   }
   free(x->rows);
   memset(x, 0, sizeof *x);
@@ -424,6 +446,7 @@ static inline int fx_expected_parse(const char *file, const char *src, size_t le
     if (line[0] != '#' && line[0] != '\0') {
       char *end_s = fx_cut(line, '\t');
       char *json = end_s ? fx_cut(end_s, '\t') : NULL;
+      char *note = json ? fx_cut(json, '\t') : NULL;
       uint64_t start, end;
       fx_row *r = &x->rows[x->count];
       if (!json || fx_parse_u64(line, &start) != 0 || fx_parse_u64(end_s, &end) != 0 ||
@@ -435,6 +458,8 @@ static inline int fx_expected_parse(const char *file, const char *src, size_t le
         r->end = (uint32_t)end;
         x->count++;
         rc = fx_parse_frames(json, r);
+        if (rc == 0 && note && !(r->note = fx_strdup(note)))
+          rc = -1;
       }
       if (rc != 0)
         fprintf(stderr, "fixtures: %s:%zu: malformed or out-of-order row\n", file,
@@ -473,6 +498,45 @@ static inline const fx_row *fx_expected_find(const fx_expected *x, uint32_t rva)
   if (lo < x->count && x->rows[lo].start <= rva)
     return &x->rows[lo];
   return NULL;
+}
+
+static inline int fx_frame_eq(const fx_frame *a, const fx_frame *b) {
+  return strcmp(a->function, b->function) == 0 && strcmp(a->file, b->file) == 0 &&
+         a->line == b->line && (!b->column || a->column == b->column);
+}
+
+/* Is FRAMES (N frames, innermost first) a right answer at RVA, given the
+ * fixture's expected rows X and crosscheck rows CC (may be NULL)?
+ *  - no crosscheck row at RVA: the answer must equal the expected row (or be
+ *    empty where no row covers RVA);
+ *  - a crosscheck row: same frame count and names; each inline frame (all
+ *    but the last) must equal the crosscheck frame when the note says
+ *    "inline-line" (llvm-symbolizer 14 is wrong there), else the expected
+ *    one; the outermost frame may equal either (the notes "dup-line" and
+ *    "before-first-line" are conventions on which tools differ). */
+static inline int fx_answer_ok(const fx_expected *x, const fx_expected *cc, uint32_t rva,
+                               const fx_frame *frames, size_t n) {
+  const fx_row *e = fx_expected_find(x, rva);
+  const fx_row *c = cc ? fx_expected_find(cc, rva) : NULL;
+  size_t want = c ? c->nframes : e ? e->nframes : 0;
+  if (n != want)
+    return 0;
+  if (n == 0)
+    return 1;
+  if (!c) {
+    for (size_t i = 0; i < n; i++)
+      if (!fx_frame_eq(&frames[i], &e->frames[i]))
+        return 0;
+    return 1;
+  }
+  int inline_line = c->note && strstr(c->note, "inline-line") != NULL;
+  for (size_t i = 0; i + 1 < n; i++) {
+    const fx_frame *ref = inline_line || !e || e->nframes != n ? &c->frames[i] : &e->frames[i];
+    if (!fx_frame_eq(&frames[i], ref))
+      return 0;
+  }
+  return fx_frame_eq(&frames[n - 1], &c->frames[n - 1]) ||
+         (e && e->nframes == n && fx_frame_eq(&frames[n - 1], &e->frames[n - 1]));
 }
 
 #endif

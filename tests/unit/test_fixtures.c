@@ -117,7 +117,7 @@ TEST(expected_parse_rows) {
       "0x1000\t0x1004\t[{\"function\":\"f\",\"file\":\"C:\\\\a.c\",\"line\":3}]\n"
       "0x1004\t0x1010\t[{\"function\":\"g\",\"file\":\"b.h\",\"line\":7,\"column\":5},"
       "{\"function\":\"f\",\"file\":\"C:\\\\a.c\",\"line\":4}]\n"
-      "0x1020\t0x1021\t[{\"function\":\"\",\"file\":\"\",\"line\":0}]\n";
+      "0x1020\t0x1021\t[{\"function\":\"\",\"file\":\"\",\"line\":0}]\tinline-line\n";
   fx_expected x;
   CHECK(fx_expected_parse("t", text, strlen(text), &x) == 0);
   CHECK_EQ_U(x.count, 3);
@@ -139,6 +139,8 @@ TEST(expected_parse_rows) {
   CHECK(fx_expected_find(&x, 0x100f) == &x.rows[1]);
   CHECK(fx_expected_find(&x, 0x1010) == NULL); /* gap */
   CHECK(fx_expected_find(&x, 0x1020) == &x.rows[2]);
+  CHECK(x.rows[0].note == NULL);
+  CHECK_EQ_S(x.rows[2].note, "inline-line");
   CHECK(fx_expected_find(&x, 0x1021) == NULL);
   fx_expected_free(&x);
 }
@@ -174,10 +176,10 @@ TEST(manifest_parse_by_column_name) {
   /* columns in another order, plus one the loader does not know */
   const char *text =
       "# exe\tname\textra\tpdb\tarch\topt\tlang\tguid\tsymkey\tcv_path\texpected\t"
-      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\n"
+      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\tcrosscheck\n"
       "# a later comment\n"
       "a.exe\ta\tx\ta.pdb.gz\tx64\tO2\tc\tG\tK\tC:\\a.pdb\ta.tsv\thow\t0x8664\t1\t10\t20\t"
-      "0x5000\t7\n";
+      "0x5000\t7\ta.cc.tsv\n";
   fx_manifest m;
   CHECK(fx_manifest_parse(text, strlen(text), &m) == 0);
   CHECK_EQ_U(m.count, 1);
@@ -188,6 +190,7 @@ TEST(manifest_parse_by_column_name) {
     CHECK_EQ_U(m.entries[0].machine, 0x8664);
     CHECK_EQ_U(m.entries[0].image_size, 0x5000);
     CHECK_EQ_U(m.entries[0].rows, 7);
+    CHECK_EQ_S(m.entries[0].crosscheck, "a.cc.tsv");
     CHECK(fx_manifest_find(&m, "a") == &m.entries[0]);
     CHECK(fx_manifest_find(&m, "b") == NULL);
   }
@@ -197,9 +200,9 @@ TEST(manifest_parse_by_column_name) {
   CHECK(fx_manifest_parse(missing, strlen(missing), &m) != 0);
   const char *badnum =
       "# name\texe\tpdb\tarch\topt\tlang\tguid\tsymkey\tcv_path\texpected\t"
-      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\n"
+      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\tcrosscheck\n"
       "a\ta.exe\ta.pdb.gz\tx64\tO2\tc\tG\tK\tP\ta.tsv\thow\t0x8664\tone\t10\t20\t"
-      "0x5000\t7\n";
+      "0x5000\t7\tc.tsv\n";
   CHECK(fx_manifest_parse(badnum, strlen(badnum), &m) != 0);
 }
 
@@ -318,6 +321,88 @@ TEST(expected_answers) {
   fx_manifest_free(&m);
 }
 
+/* The crosscheck files: well formed, known notes, inside the code, and each
+ * row agrees with the expected row on the frame count and the names. */
+TEST(crosscheck_rows) {
+  fx_manifest m;
+  CHECK(fx_manifest_load(&m) == 0);
+  size_t inline_rows = 0;
+  for (size_t i = 0; i < m.count; i++) {
+    const fx_entry *e = &m.entries[i];
+    fx_blob exe;
+    pe_info pe;
+    fx_expected x, cc;
+    CHECK(fx_read_fixture(e->exe, &exe) == 0);
+    CHECK(pe_parse(&exe, &pe) == 0);
+    CHECK(fx_expected_load(e->expected, &x) == 0);
+    CHECK(fx_expected_load(e->crosscheck, &cc) == 0);
+    size_t bad = 0;
+    for (size_t r = 0; r < cc.count; r++) {
+      const fx_row *c = &cc.rows[r];
+      int known = c->note && (strcmp(c->note, "inline-line") == 0 ||
+                              strcmp(c->note, "dup-line") == 0 ||
+                              strcmp(c->note, "before-first-line") == 0 ||
+                              strcmp(c->note, "inline-line,before-first-line") == 0);
+      inline_rows += c->note && strstr(c->note, "inline-line") != NULL;
+      int ok = known && c->nframes > 0 && pe_in_code(&pe, c->start, c->end);
+      for (uint32_t rva = c->start; ok && rva < c->end; rva++) {
+        const fx_row *w = fx_expected_find(&x, rva);
+        ok = w && w->nframes == c->nframes;
+        for (size_t f = 0; ok && f < c->nframes; f++)
+          ok = strcmp(w->frames[f].function, c->frames[f].function) == 0;
+      }
+      if (!ok && bad++ < 3)
+        fprintf(stderr, "%s: crosscheck row [0x%x, 0x%x) %s\n", e->name,
+                (unsigned)c->start, (unsigned)c->end, c->note ? c->note : "(no note)");
+    }
+    CHECK_EQ_U(bad, 0);
+    /* the answers of unoptimised builds agree entirely */
+    if (strcmp(e->opt, "O0") == 0)
+      CHECK_EQ_U(cc.count, 0);
+    free(exe.data);
+    fx_expected_free(&x);
+    fx_expected_free(&cc);
+  }
+  CHECK(inline_rows > 0);
+  fx_manifest_free(&m);
+}
+
+/* fx_answer_ok accepts the expected answer where llvm-symbolizer is right,
+ * the crosscheck answer everywhere, and rejects an answer one line off. */
+TEST(answer_rules) {
+  fx_manifest m;
+  CHECK(fx_manifest_load(&m) == 0);
+  size_t checked = 0, bad = 0;
+  for (size_t i = 0; i < m.count; i++) {
+    fx_expected x, cc;
+    CHECK(fx_expected_load(m.entries[i].expected, &x) == 0);
+    CHECK(fx_expected_load(m.entries[i].crosscheck, &cc) == 0);
+    for (size_t r = 0; r < x.count; r++) {
+      for (uint32_t rva = x.rows[r].start; rva < x.rows[r].end; rva++) {
+        const fx_row *e = &x.rows[r], *c = fx_expected_find(&cc, rva);
+        fx_frame fr[16];
+        size_t n = e->nframes < 16 ? e->nframes : 16;
+        memcpy(fr, c ? c->frames : e->frames, n * sizeof fr[0]);
+        int ok = fx_answer_ok(&x, &cc, rva, fr, n);
+        if (!c || !strstr(c->note, "inline-line"))
+          ok = ok && fx_answer_ok(&x, &cc, rva, e->frames, e->nframes);
+        fr[0].line++;
+        ok = ok && !fx_answer_ok(&x, &cc, rva, fr, n);
+        ok = ok && !fx_answer_ok(&x, &cc, rva, fr, 0);
+        if (!ok && bad++ < 3)
+          fprintf(stderr, "%s: fx_answer_ok wrong at 0x%x\n", m.entries[i].name,
+                  (unsigned)rva);
+        checked++;
+      }
+    }
+    fx_expected_free(&x);
+    fx_expected_free(&cc);
+  }
+  CHECK(checked > 10000);
+  CHECK_EQ_U(bad, 0);
+  fx_manifest_free(&m);
+}
+
 int main(void) {
   RUN(expected_parse_rows);
   RUN(expected_parse_rejects_bad_rows);
@@ -326,5 +411,7 @@ int main(void) {
   RUN(manifest_lists_every_build);
   RUN(images_and_pdbs);
   RUN(expected_answers);
+  RUN(crosscheck_rows);
+  RUN(answer_rules);
   return test_summary();
 }
