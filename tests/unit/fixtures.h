@@ -9,7 +9,7 @@
  *   fx_manifest m;
  *   if (fx_manifest_load(&m) != 0) SKIP("...");        // or fail
  *   for (size_t i = 0; i < m.count; i++) {
- *     const fx_entry *e = &m.entries[i];
+ *     const fx_entry *e = &m.entries[i];               // name: LANG-ARCH-OPT[-VARIANT]
  *     fx_blob exe, pdb;                                 // caller frees .data
  *     fx_read_fixture(e->exe, &exe);                    // plain file
  *     fx_read_fixture(e->pdb, &pdb);                    // *.gz is inflated
@@ -67,6 +67,7 @@ typedef struct {
   const char *arch;     /* "x64", "x86", "arm64" */
   const char *opt;      /* "O0", "O2" */
   const char *lang;     /* "c", "cpp" */
+  const char *variant;  /* "plain", or "col" (line tables with columns) */
   const char *guid;     /* "183AB4D2-339F-783E-4C4C-44205044422E" (llvm-pdbutil) */
   const char *symkey;   /* GUID without dashes + age in hex: symbol-server key */
   const char *cv_path;  /* PDB path in the PE's CodeView entry */
@@ -248,10 +249,10 @@ static inline void fx_manifest_free(fx_manifest *m) {
  * line, so added columns do not break readers.  Returns 0 or -1; on success
  * free with fx_manifest_free. */
 static inline int fx_manifest_parse(const char *src, size_t len, fx_manifest *m) {
-  enum { NCOL = 18 };
+  enum { NCOL = 19 };
   static const char *const names[NCOL] = {
       "name", "exe", "pdb", "arch", "opt", "lang", "guid", "symkey", "cv_path",
-      "expected", "crosscheck", "made", "machine", "age", "exe_size", "pdb_size",
+      "expected", "crosscheck", "made", "variant", "machine", "age", "exe_size", "pdb_size",
       "image_size", "rows"};
   memset(m, 0, sizeof *m);
   char *text = malloc(len + 1);
@@ -318,11 +319,12 @@ static inline int fx_manifest_parse(const char *src, size_t len, fx_manifest *m)
       e->expected = v[9];
       e->crosscheck = v[10];
       e->made = v[11];
+      e->variant = v[12];
       uint64_t n[6];
       for (int k = 0; k < 6; k++)
-        if (fx_parse_u64(v[12 + k], &n[k]) != 0) {
+        if (fx_parse_u64(v[13 + k], &n[k]) != 0) {
           fprintf(stderr, "fixtures: MANIFEST.tsv: %s: bad %s '%s'\n", e->name,
-                  names[12 + k], v[12 + k]);
+                  names[13 + k], v[13 + k]);
           goto bad;
         }
       e->machine = (uint32_t)n[0];

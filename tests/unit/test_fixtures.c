@@ -176,10 +176,10 @@ TEST(manifest_parse_by_column_name) {
   /* columns in another order, plus one the loader does not know */
   const char *text =
       "# exe\tname\textra\tpdb\tarch\topt\tlang\tguid\tsymkey\tcv_path\texpected\t"
-      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\tcrosscheck\n"
+      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\tcrosscheck\tvariant\n"
       "# a later comment\n"
       "a.exe\ta\tx\ta.pdb.gz\tx64\tO2\tc\tG\tK\tC:\\a.pdb\ta.tsv\thow\t0x8664\t1\t10\t20\t"
-      "0x5000\t7\ta.cc.tsv\n";
+      "0x5000\t7\ta.cc.tsv\tplain\n";
   fx_manifest m;
   CHECK(fx_manifest_parse(text, strlen(text), &m) == 0);
   CHECK_EQ_U(m.count, 1);
@@ -191,6 +191,7 @@ TEST(manifest_parse_by_column_name) {
     CHECK_EQ_U(m.entries[0].image_size, 0x5000);
     CHECK_EQ_U(m.entries[0].rows, 7);
     CHECK_EQ_S(m.entries[0].crosscheck, "a.cc.tsv");
+    CHECK_EQ_S(m.entries[0].variant, "plain");
     CHECK(fx_manifest_find(&m, "a") == &m.entries[0]);
     CHECK(fx_manifest_find(&m, "b") == NULL);
   }
@@ -200,9 +201,9 @@ TEST(manifest_parse_by_column_name) {
   CHECK(fx_manifest_parse(missing, strlen(missing), &m) != 0);
   const char *badnum =
       "# name\texe\tpdb\tarch\topt\tlang\tguid\tsymkey\tcv_path\texpected\t"
-      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\tcrosscheck\n"
+      "made\tmachine\tage\texe_size\tpdb_size\timage_size\trows\tcrosscheck\tvariant\n"
       "a\ta.exe\ta.pdb.gz\tx64\tO2\tc\tG\tK\tP\ta.tsv\thow\t0x8664\tone\t10\t20\t"
-      "0x5000\t7\tc.tsv\n";
+      "0x5000\t7\tc.tsv\tplain\n";
   CHECK(fx_manifest_parse(badnum, strlen(badnum), &m) != 0);
 }
 
@@ -221,7 +222,10 @@ TEST(manifest_lists_every_build) {
   static const char *const langs[] = {"c", "cpp"};
   static const char *const archs[] = {"x64", "x86", "arm64"};
   static const char *const opts[] = {"O0", "O2"};
-  CHECK_EQ_U(m.count, 12);
+  /* 12 plain builds and two with column info */
+  CHECK_EQ_U(m.count, 14);
+  CHECK(fx_manifest_find(&m, "c-x64-O2-col") != NULL);
+  CHECK(fx_manifest_find(&m, "cpp-x64-O2-col") != NULL);
   for (int l = 0; l < 2; l++)
     for (int a = 0; a < 3; a++)
       for (int o = 0; o < 2; o++) {
@@ -236,6 +240,7 @@ TEST(manifest_lists_every_build) {
         CHECK_EQ_S(e->lang, langs[l]);
         CHECK_EQ_S(e->arch, archs[a]);
         CHECK_EQ_S(e->opt, opts[o]);
+        CHECK_EQ_S(e->variant, "plain");
       }
   fx_manifest_free(&m);
 }
@@ -291,7 +296,7 @@ TEST(expected_answers) {
     CHECK(fx_expected_load(e->expected, &x) == 0);
     CHECK(x.count > 0);
     CHECK_EQ_U(x.count, e->rows);
-    size_t inlined = 0, bad = 0;
+    size_t inlined = 0, bad = 0, columns = 0;
     for (size_t r = 0; r < x.count; r++) {
       const fx_row *row = &x.rows[r];
       if (!pe_in_code(&pe, row->start, row->end) || row->nframes == 0 ||
@@ -301,6 +306,8 @@ TEST(expected_answers) {
                   e->name, (unsigned)row->start, (unsigned)row->end);
       }
       inlined += row->nframes > 1;
+      for (size_t f = 0; f < row->nframes; f++)
+        columns += row->frames[f].column != 0;
       for (size_t f = 0; f < row->nframes; f++) {
         const fx_frame *fr = &row->frames[f];
         /* paths are mapped to the fake build root */
@@ -312,6 +319,11 @@ TEST(expected_answers) {
       }
     }
     CHECK_EQ_U(bad, 0);
+    /* columns exactly where the build asked for them */
+    if (strcmp(e->variant, "col") == 0)
+      CHECK(columns > 0);
+    else
+      CHECK_EQ_U(columns, 0);
     /* -O2 inlines the small helpers: inline frames must be there */
     if (strcmp(e->opt, "O2") == 0)
       CHECK(inlined > 0);
