@@ -17,6 +17,10 @@
  *     fx_expected_load(e->expected, &x);
  *     const fx_row *r = fx_expected_find(&x, rva);      // NULL: no answer
  *     ... r->frames[0] is the innermost frame ...
+ *     fx_expected cc;                                   // llvm-pdbutil's view
+ *     fx_expected_load(e->crosscheck, &cc);
+ *     ok = fx_answer_ok(&x, &cc, rva, frames, n);       // judge a reader's answer
+ *     fx_expected_free(&cc);
  *     fx_expected_free(&x); free(exe.data); free(pdb.data);
  *   }
  *   fx_manifest_free(&m);
@@ -32,7 +36,9 @@
  * is a JSON array, innermost frame first, of objects
  *   {"function": str, "file": str, "line": int, "column": int (if nonzero)}
  * Rows are sorted and do not overlap.  A code byte no row covers is one for
- * which llvm-symbolizer had no answer (padding between functions).
+ * which llvm-symbolizer had no answer (padding between functions).  For the
+ * publics-only builds (variant "pub") the rows are the nearest public symbol
+ * at or before each byte, from llvm-pdbutil, with file "" and line 0.
  *
  * NAME.crosscheck.tsv has the same format plus a 4th column (fx_row.note): the
  * ranges where the answer decoded from llvm-pdbutil's dumps differs from
