@@ -427,6 +427,21 @@ TEST(answer_rules) {
   fx_manifest_free(&m);
 }
 
+/* Rebuilding takes about 25 s and needs clang, lld and llvm 14, so it runs
+ * only on request: PDBSYM_REBUILD_FIXTURES=1. */
+TEST(rebuild_reproduces) {
+  const char *want = getenv("PDBSYM_REBUILD_FIXTURES");
+  if (!want || strcmp(want, "1") != 0)
+    SKIP("set PDBSYM_REBUILD_FIXTURES=1 to rebuild the native fixtures and compare");
+  const char *root = getenv("PDBSYM_SOURCE_DIR");
+  char cmd[4096];
+  int n = snprintf(cmd, sizeof cmd, "'%s/tests/fixtures/build-native.sh' --check >&2",
+                   root && *root ? root : ".");
+  CHECK(n > 0 && (size_t)n < sizeof cmd && !strchr(root ? root : "", '\''));
+  if (n > 0 && (size_t)n < sizeof cmd)
+    CHECK_EQ_U(system(cmd), 0);
+}
+
 int main(void) {
   RUN(expected_parse_rows);
   RUN(expected_parse_rejects_bad_rows);
@@ -437,5 +452,6 @@ int main(void) {
   RUN(expected_answers);
   RUN(crosscheck_rows);
   RUN(answer_rules);
+  RUN(rebuild_reproduces);
   return test_summary();
 }
