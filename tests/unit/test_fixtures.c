@@ -109,6 +109,30 @@ static int pe_codeview(const fx_blob *b, const pe_info *pe, char guid[37], uint3
   return -1;
 }
 
+static int contains(const fx_blob *b, const uint8_t *n, size_t len) {
+  for (size_t i = 0; i + len <= b->len; i++)
+    if (b->data[i] == n[0] && memcmp(b->data + i, n, len) == 0)
+      return 1;
+  return 0;
+}
+
+/* Does BLOB contain a path of a build machine (UTF-8 or UTF-16LE)? */
+static const char *machine_path_in(const fx_blob *b) {
+  static const char *const needles[] = {"/work/", "/tmp/", "/root/", "/home/", "/usr/"};
+  for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) {
+    const char *n = needles[i];
+    size_t len = strlen(n);
+    uint8_t wide[16];
+    for (size_t k = 0; k < len; k++) {
+      wide[2 * k] = (uint8_t)n[k];
+      wide[2 * k + 1] = 0;
+    }
+    if (contains(b, (const uint8_t *)n, len) || contains(b, wide, 2 * len))
+      return n;
+  }
+  return NULL;
+}
+
 /* --- loader tests on hand-written text ------------------------------------ */
 
 TEST(expected_parse_rows) {
@@ -283,6 +307,11 @@ TEST(images_and_pdbs) {
         key[k++] = *g;
     snprintf(key + k, sizeof key - k, "%X", (unsigned)e->age);
     CHECK_EQ_S(key, e->symkey);
+    /* no path of the build machine in the image or the PDB */
+    const char *p1 = machine_path_in(&exe), *p2 = machine_path_in(&pdb);
+    if (p1 || p2)
+      fprintf(stderr, "%s: machine path %s\n", e->name, p1 ? p1 : p2);
+    CHECK(!p1 && !p2);
     free(exe.data);
     free(pdb.data);
   }
