@@ -40,11 +40,14 @@ if not shutil.which("wrk"):
 native_dir = os.path.join(root, "tests", "fixtures", "native")
 store = tempfile.mkdtemp(prefix="pdbsym-bench-")
 modules, rvas = [], []
+header = None
 for line in open(os.path.join(native_dir, "MANIFEST.tsv")):
+    if line.startswith("# name"):
+        header = line[2:].rstrip("\n").split("\t")
     if line.startswith("#") or not line.strip():
         continue
-    col = line.rstrip("\n").split("\t")
-    name, pdb, symkey, cv_path, expected = col[0], col[2], col[9], col[10], col[14]
+    col = dict(zip(header, line.rstrip("\n").split("\t")))
+    name, pdb, symkey, cv_path, expected = (col[k] for k in ("name", "pdb", "symkey", "cv_path", "expected"))
     debug_file = cv_path.replace("\\", "/").rsplit("/", 1)[-1]
     d = os.path.join(store, debug_file, symkey)
     os.makedirs(d)

@@ -167,6 +167,17 @@ typedef struct {
   char msg[256];
 } req_error;
 
+/* module.h's reasons may start with the field's name ("debug_id: expected
+ * ..."); the error names the field already, so that prefix is dropped. */
+static const char *reason(const char *why) {
+  if (!why)
+    return "contains a NUL byte";
+  const char *p = why;
+  while ((*p >= 'a' && *p <= 'z') || *p == '_')
+    p++;
+  return (p > why && p[0] == ':' && p[1] == ' ') ? p + 2 : why;
+}
+
 /* Records a 400's message (msg followed by detail, if any) and field. */
 static bool fail(req_error *e, const char *field, const char *msg, const char *detail) {
   snprintf(e->field, sizeof e->field, "%s", field);
@@ -189,13 +200,13 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
   if (strlen(json_string_value(df)) != json_string_length(df) ||
       !module_parse_file_name(json_string_value(df), out->id.debug_file,
                               sizeof out->id.debug_file, &why))
-    return fail(err, f, "invalid debug_file: ", why ? why : "contains a NUL byte");
+    return fail(err, f, "invalid debug_file: ", reason(why));
   const json_t *di = json_object_get(m, "debug_id");
   snprintf(f, sizeof f, "modules[%zu].debug_id", i);
   if (!json_is_string(di))
     return fail(err, f, "debug_id must be a string", NULL);
   if (!module_parse_debug_id(json_string_value(di), out->id.guid, &out->id.age, &why))
-    return fail(err, f, "invalid debug_id: %s", why);
+    return fail(err, f, "invalid debug_id: ", reason(why));
   const json_t *fm = json_object_get(m, "format");
   snprintf(f, sizeof f, "modules[%zu].format", i);
   if (fm && !json_is_null(fm)) {
@@ -215,7 +226,7 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
     if (strlen(json_string_value(cf)) != json_string_length(cf) ||
         !module_parse_file_name(json_string_value(cf), out->id.code_file,
                                 sizeof out->id.code_file, &why))
-      return fail(err, f, "invalid code_file: ", why ? why : "contains a NUL byte");
+      return fail(err, f, "invalid code_file: ", reason(why));
   }
   const json_t *ci = json_object_get(m, "code_id");
   snprintf(f, sizeof f, "modules[%zu].code_id", i);
@@ -224,7 +235,7 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
       return fail(err, f, "code_id must be a string", NULL);
     if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp, &out->id.code_size,
                               &why))
-      return fail(err, f, "invalid code_id: ", why);
+      return fail(err, f, "invalid code_id: ", reason(why));
     out->id.has_code_id = true;
   }
   return true;
@@ -632,9 +643,9 @@ static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t 
     if (strlen(json_string_value(name)) != json_string_length(name) ||
         !module_parse_file_name(json_string_value(name), m->id.debug_file,
                                 sizeof m->id.debug_file, &why))
-      return fail(err, f, "invalid debug_file: ", why ? why : "contains a NUL byte");
+      return fail(err, f, "invalid debug_file: ", reason(why));
     if (!module_parse_debug_id(json_string_value(id), m->id.guid, &m->id.age, &why))
-      return fail(err, f, "invalid breakpad_id: ", why);
+      return fail(err, f, "invalid breakpad_id: ", reason(why));
     m->id.format = ST_FORMAT_WINDOWS;
     m->skip = true;
   }
@@ -836,13 +847,13 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   const char *why = NULL;
   if (!module_parse_file_name(file, m.debug_file, sizeof m.debug_file, &why)) {
     char msg[300];
-    snprintf(msg, sizeof msg, "invalid debug_file: %s", why);
+    snprintf(msg, sizeof msg, "invalid debug_file: %s", reason(why));
     api_error(out, 400, msg, "debug_file");
     return;
   }
   if (!module_parse_debug_id(slash + 1, m.guid, &m.age, &why)) {
     char msg[300];
-    snprintf(msg, sizeof msg, "invalid debug_id: %s", why);
+    snprintf(msg, sizeof msg, "invalid debug_id: %s", reason(why));
     api_error(out, 400, msg, "debug_id");
     return;
   }

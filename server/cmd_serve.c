@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "api.h"
 #include "cli.h"
@@ -46,19 +45,6 @@ int cmd_serve(int argc, char **argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   signal(SIGPIPE, SIG_IGN);
-
-  /* the cache folder, and the engine's download folder inside it (engine.c
-   * uses CACHE_DIR/tmp and does not create it yet) */
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s/tmp", cfg.cache_dir);
-  if ((mkdir(cfg.cache_dir, 0755) != 0 && errno != EEXIST) || (mkdir(tmp, 0755) != 0 && errno != EEXIST)) {
-    log_line l;
-    log_begin_always(&l, LOG_ERROR, "cannot create the cache folder");
-    log_str(&l, "cache_dir", cfg.cache_dir);
-    log_str(&l, "error", strerror(errno));
-    log_end(&l);
-    return 1;
-  }
 
   engine_config ec;
   memset(&ec, 0, sizeof ec);

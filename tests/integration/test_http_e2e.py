@@ -40,11 +40,15 @@ def put(name, key, data):
 
 # ---- native fixtures -> symstore, frames and expected answers
 native = []  # (module dict, [(rva, [answers...])])
+header = None
 for line in open(os.path.join(native_dir, "MANIFEST.tsv")):
+    if line.startswith("# name"):
+        header = line[2:].rstrip("\n").split("\t")
     if line.startswith("#") or not line.strip():
         continue
-    col = line.rstrip("\n").split("\t")
-    name, pdb, symkey, cv_path, expected, crosscheck = col[0], col[2], col[9], col[10], col[14], col[16]
+    col = dict(zip(header, line.rstrip("\n").split("\t")))
+    name, pdb, symkey, cv_path, expected, crosscheck = (col[k] for k in (
+        "name", "pdb", "symkey", "cv_path", "expected", "crosscheck"))
     debug_file = cv_path.replace("\\", "/").rsplit("/", 1)[-1]
     put(debug_file, symkey, gzip.open(os.path.join(native_dir, pdb)).read())
 
@@ -146,6 +150,8 @@ try:
 
     st, h, j = srv.json("POST", "/symbolicate", {"modules": modules, "frames": frames, "timeout": 120}, timeout=300)
     c.eq("batch status", st, 200)
+    if st != 200:
+        print("  answer: %s" % json.dumps(j)[:300])
     if any("placeholder engine" in (m.get("error") or "") for m in j["modules"]):
         print("skipped: this build runs the placeholder engine")
         srv.close()

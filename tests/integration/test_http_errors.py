@@ -69,8 +69,9 @@ try:
     expect_error("managed without il_offset", 400, post(variant(frames=[{"module": 0, "token": "0x06000001"}])),
                  field="frames[0].il_offset")
     expect_error("frame not object", 400, post(variant(frames=[5])), field="frames[0]")
-    expect_error("debug_id", 400, post(variant(modules=[dict(MODULE, debug_id="xyz")])),
-                 field="modules[0].debug_id")
+    j = expect_error("debug_id", 400, post(variant(modules=[dict(MODULE, debug_id="xyz")])),
+                     field="modules[0].debug_id", contains="invalid debug_id: expected")
+    c.true("no format directive in messages", j and "%" not in j["error"], j)
     expect_error("debug_id missing", 400, post(variant(modules=[{"debug_file": "a.pdb"}])),
                  field="modules[0].debug_id")
     expect_error("debug_file with ..", 400, post(variant(modules=[dict(MODULE, debug_file="..")])),
