@@ -5,10 +5,13 @@
  * temporary cache folder (removed at exit) and requests wait for nothing
  * (default_timeout 0), so unknown modules come back pending or missing.
  */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -20,13 +23,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static api the_api;
 static srv_config cfg;
 static engine *eng;
-static char dir[64];
+static char dir[1100];
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
 
 static void cleanup(void) {
   engine_close(eng);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0)
+  if (nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
     fprintf(stderr, "fuzz_api: could not remove %s\n", dir);
 }
 
@@ -38,7 +46,8 @@ static void setup(void) {
   cfg.default_timeout = 0;
   cfg.max_frames = 2000;
   cfg.max_modules = 64;
-  snprintf(dir, sizeof dir, "/tmp/pdbsym-fuzz-api-XXXXXX");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/pdbsym-fuzz-api-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir))
     abort();
   engine_config ec;
