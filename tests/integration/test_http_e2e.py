@@ -238,6 +238,7 @@ try:
     st, h, info = srv.json("GET", "/modules/%s/%s" % (mod["debug_file"].rsplit("\\", 1)[-1], mod["debug_id"]))
     c.eq("GET /modules for a cached module", (st, info.get("status"), info.get("cached")), (200, "found", True))
     c.true("module counts", info.get("counts", {}).get("functions", 0) > 0, info)
+    c.eq("exit status after SIGTERM", srv.stop(), 0)
 finally:
     srv.close()
     ss.kill()
