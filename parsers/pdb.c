@@ -2,7 +2,7 @@
  * pdb.c - Windows PDB (MSF 7.00) reader: identity, DBI, module symbols, C13 and
  * C11 lines, inline sites, publics, managed methods and sequence points.
  *
- * Sources: LLVM docs/PDB/*.rst (PdbStream, DbiStream, ModiStream, TpiStream,
+ * Sources: LLVM docs/PDB/ (*.rst) (PdbStream, DbiStream, ModiStream, TpiStream,
  * PublicStream, CodeViewSymbols), microsoft-pdb include/cvinfo.h and
  * PDB/dbi/dbi.h.  Streams read (by index):
  *
@@ -122,6 +122,14 @@ typedef struct {
   uint32_t nsect;
   omap_entry *omap;
   size_t nomap;
+  uint32_t *img_starts; /* sorted image rvas where an OMAP piece starts */
+  size_t nimg;
+  /* section contributions (source-space rva, size, module), sorted by rva */
+  struct contrib {
+    uint32_t rva, size, mod;
+  } *contribs;
+  size_t ncontribs;
+  uint32_t cur_mod;
   /* /names */
   msf_stream_t names;
   const uint8_t *names_buf;
@@ -209,6 +217,50 @@ static bool omap_map(const pdb_ctx *c, uint32_t rva, uint32_t *out) {
   return true;
 }
 
+/* true when the section contribution holding src_rva belongs to another
+ * module: identical-code folding leaves several modules' procedures and lines
+ * at one address, and the linker's contribution names the one it kept (as
+ * LLVM's SymbolCache and DIA pick the module). */
+static bool foreign_code(const pdb_ctx *c, uint32_t src_rva) {
+  size_t lo = 0, hi = c->ncontribs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c->contribs[mid].rva <= src_rva)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0)
+    return false;
+  const struct contrib *k = &c->contribs[lo - 1];
+  if (src_rva - k->rva >= k->size)
+    return false;
+  return k->mod != c->cur_mod;
+}
+
+static int cmp_contrib(const void *a, const void *b) {
+  const struct contrib *x = a, *y = b;
+  return x->rva < y->rva ? -1 : x->rva > y->rva;
+}
+
+/* the first image rva > rva where an OMAP block starts, or UINT64_MAX */
+static uint64_t img_next(const pdb_ctx *c, uint32_t rva) {
+  size_t lo = 0, hi = c->nimg;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c->img_starts[mid] <= rva)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < c->nimg ? c->img_starts[lo] : UINT64_MAX;
+}
+
+static int cmp_u32p(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Calls emit for each image-space piece of the source range [rva, rva+len). */
 typedef bool (*range_fn)(pdb_ctx *c, uint32_t rva, uint32_t len, void *arg);
 static bool map_range(pdb_ctx *c, uint32_t rva, uint32_t len, range_fn emit, void *arg) {
@@ -220,7 +272,8 @@ static bool map_range(pdb_ctx *c, uint32_t rva, uint32_t len, range_fn emit, voi
     i = 0;
   while (cur < end && (size_t)i < c->nomap) {
     const omap_entry *e = &c->omap[i];
-    uint64_t piece_end = (size_t)i + 1 < c->nomap ? c->omap[i + 1].from : UINT64_MAX;
+    uint64_t block_end = (size_t)i + 1 < c->nomap ? c->omap[i + 1].from : UINT64_MAX;
+    uint64_t piece_end = block_end;
     if (piece_end > end)
       piece_end = end;
     if (cur < e->from) {
@@ -229,7 +282,16 @@ static bool map_range(pdb_ctx *c, uint32_t rva, uint32_t len, range_fn emit, voi
     }
     if (piece_end > cur && e->to != 0) {
       uint64_t to = (uint64_t)e->to + (cur - e->from);
-      if (to <= UINT32_MAX && !emit(c, (uint32_t)to, (uint32_t)(piece_end - cur), arg))
+      uint64_t n = piece_end - cur;
+      if (piece_end == block_end) {
+        /* the piece ends where its OMAP block ends: the image bytes up to
+         * the next mapped block (padding the relinker inserted) still map
+         * back here, as DIA's image-to-source lookup sees them */
+        uint64_t next = img_next(c, (uint32_t)to);
+        if (next > to + n && next != UINT64_MAX)
+          n = next - to;
+      }
+      if (to <= UINT32_MAX && n <= UINT32_MAX && !emit(c, (uint32_t)to, (uint32_t)n, arg))
         return false;
     }
     if (piece_end > cur)
@@ -542,7 +604,7 @@ static ps_err read_lines(pdb_ctx *c, ps_reader *r) {
   uint32_t cb = rd_u32(r, "C13 lines header");
   bool cols = (flags & 1u) != 0;
   uint32_t base_rva = 0;
-  bool native_ok = sect_rva(c, seg, off_con, &base_rva);
+  bool native_ok = sect_rva(c, seg, off_con, &base_rva) && !foreign_code(c, base_rva);
   const manproc *last = NULL;
   while (rd_left(r) >= 12 && rd_ok(r)) {
     size_t bstart = rd_tell(r);
@@ -733,8 +795,7 @@ static bool inline_ranges(pdb_ctx *c, uint32_t inl, uint32_t proc_src_rva, const
         FLUSH(code + b - r_start);
       code += b;
       START();
-      FLUSH(a);
-      code += a;
+      FLUSH(a); /* the length does not move the code offset (unlike op 4) */
       break;
     default:
       goto done;
@@ -788,7 +849,7 @@ static ps_err read_symbols(pdb_ctx *c, const uint8_t *base, size_t len, size_t o
       size_t nl;
       const char *nm = rec_name(p + 35, n - 35, kind == S_GPROC32_ST || kind == S_LPROC32_ST, &nl);
       in_proc = false;
-      if (!nm || !sect_rva(c, seg, off, &proc_src))
+      if (!nm || !sect_rva(c, seg, off, &proc_src) || foreign_code(c, proc_src))
         break;
       in_proc = omap_map(c, proc_src, &proc_rva);
       func_arg a = {st_str(c->st, nm, nl), 0};
@@ -1142,6 +1203,13 @@ static ps_err read_sections(pdb_ctx *c, const uint16_t *dbg, size_t ndbg) {
     }
     c->nomap = n;
     msf_stream_free(&c->msf, &s);
+    c->img_starts = ps_alloc_array(c->budget, n ? n : 1, sizeof *c->img_starts, &e);
+    if (!c->img_starts)
+      return ps_diag_set(c->diag, e, "OMAP", (size_t)-1, "%zu entries", n);
+    for (size_t i = 0; i < n; i++)
+      if (c->omap[i].to)
+        c->img_starts[c->nimg++] = c->omap[i].to;
+    qsort(c->img_starts, c->nimg, sizeof *c->img_starts, cmp_u32p);
     if (!sorted)
       return ps_diag_set(c->diag, PS_E_CORRUPT, "OMAP from-src", (size_t)-1,
                          "entries are not sorted by source address");
@@ -1186,6 +1254,43 @@ static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
     if (!st_add_public(c->st, rva, name, mangled))
       return ps_diag_set(c->diag, c->st->err, "symtab", (size_t)-1, "adding a public");
   }
+  return PS_E_OK;
+}
+
+/* Section contribution substream, DbiStream.rst: a u32 version, then 28-byte
+ * entries (32 with version V2): section, offset, size, characteristics,
+ * module index, CRCs. */
+static ps_err read_contribs(pdb_ctx *c, const uint8_t *p, size_t len, size_t origin) {
+  if (len < 4)
+    return PS_E_OK;
+  uint32_t ver = ld32(p);
+  size_t esz;
+  if (ver == 0xeffe0000u + 19970605u)
+    esz = 28;
+  else if (ver == 0xeffe0000u + 20140516u)
+    esz = 32;
+  else
+    return PS_E_OK; /* unknown layout: no module preference */
+  size_t n = (len - 4) / esz;
+  ps_err e = PS_E_OK;
+  c->contribs = ps_alloc_array(c->budget, n ? n : 1, sizeof *c->contribs, &e);
+  if (!c->contribs)
+    return ps_diag_set(c->diag, e, "DBI section contributions", origin, "%zu entries", n);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *q = p + 4 + i * esz;
+    uint32_t rva;
+    int32_t size;
+    memcpy(&size, q + 8, 4);
+    if (!sect_rva(c, ld16(q), ld32(q + 4), &rva) || size <= 0 || !(ld32(q + 12) & 0x20u))
+      continue; /* only code (IMAGE_SCN_CNT_CODE) */
+    c->contribs[k].rva = rva;
+    c->contribs[k].size = (uint32_t)size;
+    c->contribs[k].mod = ld16(q + 16);
+    k++;
+  }
+  c->ncontribs = k;
+  qsort(c->contribs, k, sizeof *c->contribs, cmp_contrib);
   return PS_E_OK;
 }
 
@@ -1265,6 +1370,9 @@ static ps_err read_dbi(pdb_ctx *c) {
   }
 
   /* modules */
+  if (e == PS_E_OK)
+    e = read_contribs(c, s.data + off[1], (size_t)sz[1], off[1]);
+  uint32_t mod = 0;
   ps_reader m = rd_sub(&r, off[0], (size_t)sz[0], "DBI module info");
   while (e == PS_E_OK && rd_left(&m) >= MODI_FIXED_SIZE) {
     size_t at = m.origin + rd_tell(&m);
@@ -1281,6 +1389,7 @@ static ps_err read_dbi(pdb_ctx *c) {
       e = rd_to_diag(&m, c->diag);
       break;
     }
+    c->cur_mod = mod++;
     if (sn == 0xFFFF)
       continue; /* a module without symbols */
     e = read_module(c, sn, symb, c11b, c13b, at);
@@ -1318,6 +1427,9 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   }
   free_arr(c, c->sect_va, c->nsect, sizeof *c->sect_va);
   free_arr(c, c->omap, c->nomap, sizeof *c->omap);
+  if (c->contribs)
+    free(c->contribs);
+  free_arr(c, c->img_starts, c->nomap, sizeof *c->img_starts);
   free_arr(c, c->ipi_off, c->nipi, sizeof *c->ipi_off);
   free_arr(c, c->tpi_off, c->ntpi, sizeof *c->tpi_off);
   free_arr(c, c->files, c->cfiles, sizeof *c->files);
