@@ -66,9 +66,17 @@ ps_err msf_open(msf_file *m, const uint8_t *data, size_t len, ps_budget *budget,
   if (len < MSF_SUPERBLOCK_SIZE)
     return ps_diag_set(diag, PS_E_TRUNCATED, "MSF superblock", 0,
                        "file is %zu bytes, shorter than the 56-byte superblock", len);
-  if (!msf_is_msf7(data, len))
+  if (!msf_is_msf7(data, len)) {
+    const char *what = "";
+    if (data[0] == 'M' && data[1] == 'Z')
+      what = " (the file is a PE image: MZ)";
+    else if (memcmp(data, "BSJB", 4) == 0)
+      what = " (the file is ECMA-335 metadata: a Portable PDB?)";
+    else if (memcmp(data, "MSCF", 4) == 0)
+      what = " (the file is a CAB archive: a compressed .pd_?)";
     return ps_diag_set(diag, PS_E_CORRUPT, "MSF superblock", 0,
-                       "no \"Microsoft C/C++ MSF 7.00\" magic");
+                       "no \"Microsoft C/C++ MSF 7.00\" magic%s", what);
+  }
   ps_reader r;
   rd_init(&r, data, len);
   rd_skip(&r, 32, "MSF magic");

@@ -606,6 +606,7 @@ static ps_err read_lines(pdb_ctx *c, ps_reader *r) {
   uint32_t base_rva = 0;
   bool native_ok = sect_rva(c, seg, off_con, &base_rva) && !foreign_code(c, base_rva);
   const manproc *last = NULL;
+  bool first_block = true;
   while (rd_left(r) >= 12 && rd_ok(r)) {
     size_t bstart = rd_tell(r);
     uint32_t chk = rd_u32(r, "C13 line block");
@@ -658,9 +659,13 @@ static ps_err read_lines(pdb_ctx *c, ps_reader *r) {
       if (next <= o)
         continue; /* an empty range: the next entry at the same offset wins */
       line_arg a = {line, file};
-      if (!map_range(c, base_rva + o, next - o, emit_line, &a))
+      /* code before the first entry (inlined code at the function start,
+       * as LLVM emits it) takes the first entry's line, as LLVM reads it */
+      uint32_t from = first_block && i == 0 ? 0 : o;
+      if (!map_range(c, base_rva + from, next - from, emit_line, &a))
         return ps_diag_set(c->diag, c->st->err, "symtab", (size_t)-1, "adding a line");
     }
+    first_block = false;
     rd_skip(r, bsize - 12, "C13 line block");
   }
   return rd_to_diag(r, c->diag);

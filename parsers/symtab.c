@@ -417,6 +417,10 @@ static const st_line *line_at(const symtab *st, uint32_t rva) {
   long i = last_le(st->lines, st->nlines, sizeof *st->lines, offsetof(st_line, rva), rva);
   if (i < 0)
     return NULL;
+  /* several tables can start a line at one address (code folded inside a
+   * module): the first one added wins, as for functions */
+  while (i > 0 && st->lines[i - 1].rva == st->lines[i].rva)
+    i--;
   const st_line *l = &st->lines[i];
   if ((uint64_t)rva >= (uint64_t)l->rva + l->size)
     return NULL;
