@@ -67,6 +67,8 @@ enum {
   DEBUG_S_LINES = 0xf2,
   DEBUG_S_FILECHKSMS = 0xf4,
   DEBUG_S_INLINEELINES = 0xf6,
+  DEBUG_S_CROSSSCOPEIMPORTS = 0xf7,
+  DEBUG_S_CROSSSCOPEEXPORTS = 0xf8,
 };
 enum { CV_SIGNATURE_C13 = 4 };
 
@@ -130,6 +132,24 @@ typedef struct {
   } *contribs;
   size_t ncontribs;
   uint32_t cur_mod;
+  /* modules (from the DBI module info), for cross-module id references */
+  struct modinfo {
+    const char *name;
+    size_t name_len;
+    size_t at;
+    uint32_t sym, c11, c13;
+    uint16_t sn;
+  } *mods;
+  size_t nmods;
+  /* this module's cross-scope imports subsection (borrowed while it is read) */
+  const uint8_t *imports;
+  size_t imports_len;
+  /* every module's cross-scope exports, sorted by (module, local id) */
+  struct xexport {
+    uint32_t mod, local, global;
+  } *exports;
+  size_t nexports, cexports;
+  bool exports_loaded;
   /* /names */
   msf_stream_t names;
   const uint8_t *names_buf;
@@ -461,9 +481,106 @@ static bool tpi_udt_name(pdb_ctx *c, uint32_t ti, const char **out, size_t *olen
   return *out != NULL;
 }
 
+static int cmp_xexport(const void *a, const void *b) {
+  const struct xexport *x = a, *y = b;
+  if (x->mod != y->mod)
+    return x->mod < y->mod ? -1 : 1;
+  return x->local < y->local ? -1 : x->local > y->local;
+}
+
+/* Reads every module's DEBUG_S_CROSSSCOPEEXPORTS (local id -> global IPI id
+ * pairs).  Problems only cost the names of cross-module inlinees. */
+static void load_exports(pdb_ctx *c) {
+  c->exports_loaded = true;
+  ps_diag d;
+  ps_diag_clear(&d);
+  for (size_t i = 0; i < c->nmods; i++) {
+    const struct modinfo *mi = &c->mods[i];
+    msf_stream_t ms;
+    if (mi->sn == 0xFFFF || msf_stream(&c->msf, mi->sn, &ms, &d) != PS_E_OK)
+      continue;
+    uint64_t start = (uint64_t)mi->sym + mi->c11, end = start + mi->c13;
+    size_t pos = (size_t)start;
+    while (end <= ms.len && pos + 8 <= end) {
+      uint32_t kind = ld32(ms.data + pos), len = ld32(ms.data + pos + 4);
+      if (len > end - pos - 8)
+        break;
+      if (kind == DEBUG_S_CROSSSCOPEEXPORTS) {
+        for (size_t k = pos + 8; k + 8 <= pos + 8 + len; k += 8) {
+          if (!grow_arr(c, (void **)&c->exports, &c->cexports, c->nexports, sizeof *c->exports))
+            break;
+          c->exports[c->nexports].mod = (uint32_t)i;
+          c->exports[c->nexports].local = ld32(ms.data + k);
+          c->exports[c->nexports].global = ld32(ms.data + k + 4);
+          c->nexports++;
+        }
+      }
+      pos += 8 + (size_t)((len + 3u) & ~3u);
+    }
+    msf_stream_free(&c->msf, &ms);
+  }
+  if (c->nexports)
+    qsort(c->exports, c->nexports, sizeof *c->exports, cmp_xexport);
+}
+
+static bool name_eq_nocase(const char *a, size_t an, const char *b, size_t bn) {
+  if (an != bn)
+    return false;
+  for (size_t i = 0; i < an; i++) {
+    unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+    if (x >= 'A' && x <= 'Z')
+      x = (unsigned char)(x + 32);
+    if (y >= 'A' && y <= 'Z')
+      y = (unsigned char)(y + 32);
+    if (x != y)
+      return false;
+  }
+  return true;
+}
+
+/* An item id with the high bit set refers to another module's id: bits
+ * 20..30 pick an entry of this module's cross-scope imports (exporting module
+ * name, then its local ids), bits 0..19 the local id in that entry; the
+ * exporting module's cross-scope exports map the local id to the IPI id.
+ * Returns the IPI id, or 0. */
+static uint32_t resolve_item(pdb_ctx *c, uint32_t id) {
+  if (!(id & 0x80000000u))
+    return id;
+  uint32_t entry = (id >> 20) & 0x7ffu, idx = id & 0xfffffu;
+  size_t pos = 0;
+  for (uint32_t k = 0; pos + 8 <= c->imports_len; k++) {
+    uint32_t name_off = ld32(c->imports + pos), count = ld32(c->imports + pos + 4);
+    if (count > (c->imports_len - pos - 8) / 4)
+      return 0;
+    if (k == entry) {
+      if (idx >= count)
+        return 0;
+      uint32_t local = ld32(c->imports + pos + 8 + (size_t)idx * 4);
+      size_t nl;
+      const char *nm = names_at(c, name_off, &nl);
+      if (!nm)
+        return 0;
+      if (!c->exports_loaded)
+        load_exports(c);
+      for (size_t m = 0; m < c->nmods; m++) {
+        if (!name_eq_nocase(c->mods[m].name, c->mods[m].name_len, nm, nl))
+          continue;
+        struct xexport key = {(uint32_t)m, local, 0};
+        const struct xexport *hit =
+            c->nexports ? bsearch(&key, c->exports, c->nexports, sizeof key, cmp_xexport) : NULL;
+        return hit ? hit->global : 0;
+      }
+      return 0;
+    }
+    pos += 8 + (size_t)count * 4;
+  }
+  return 0;
+}
+
 /* Inlinee name as llvm-symbolizer forms it: "Class::name" for LF_MFUNC_ID,
  * "scope::name" for LF_FUNC_ID with a parent scope string. */
 static uint32_t inlinee_name(pdb_ctx *c, uint32_t id) {
+  id = resolve_item(c, id);
   uint16_t kind;
   const uint8_t *p;
   size_t len;
@@ -606,7 +723,19 @@ static ps_err read_lines(pdb_ctx *c, ps_reader *r) {
   uint32_t base_rva = 0;
   bool native_ok = sect_rva(c, seg, off_con, &base_rva) && !foreign_code(c, base_rva);
   const manproc *last = NULL;
-  bool first_block = true;
+  /* the lowest entry offset of the subsection: code before it (inlined code
+   * at the function start, as LLVM emits it) takes that entry's line, as
+   * LLVM reads the table */
+  uint32_t min_off = UINT32_MAX;
+  for (size_t pos = rd_tell(r); pos + 20 <= r->len;) {
+    uint32_t bn = ld32(r->base + pos + 4), bsz = ld32(r->base + pos + 8);
+    if (bn > 0 && ld32(r->base + pos + 12) < min_off)
+      min_off = ld32(r->base + pos + 12);
+    if (bsz < 12 || bsz > r->len - pos)
+      break;
+    pos += bsz;
+  }
+  bool extended = false;
   while (rd_left(r) >= 12 && rd_ok(r)) {
     size_t bstart = rd_tell(r);
     uint32_t chk = rd_u32(r, "C13 line block");
@@ -654,18 +783,30 @@ static ps_err read_lines(pdb_ctx *c, ps_reader *r) {
       }
       if (!native_ok)
         continue;
+      /* 0xF00F00 marks compiler-generated code that debuggers step through
+       * (as 0xFEEFEE does for managed code): DIA, and so Breakpad, skip such
+       * entries and the entry before covers the bytes */
+      if (line == 0xF00F00u)
+        continue;
       /* a line covers up to the next entry, the last one up to the block end */
-      uint32_t next = i + 1 < n ? ld32(ent + (size_t)(i + 1) * 8) : cb;
+      uint32_t next = cb;
+      for (uint32_t j = i + 1; j < n; j++) {
+        if ((ld32(ent + (size_t)j * 8 + 4) & 0xffffffu) != 0xF00F00u) {
+          next = ld32(ent + (size_t)j * 8);
+          break;
+        }
+      }
       if (next <= o)
         continue; /* an empty range: the next entry at the same offset wins */
       line_arg a = {line, file};
-      /* code before the first entry (inlined code at the function start,
-       * as LLVM emits it) takes the first entry's line, as LLVM reads it */
-      uint32_t from = first_block && i == 0 ? 0 : o;
+      uint32_t from = o;
+      if (o == min_off && !extended) {
+        from = 0;
+        extended = true;
+      }
       if (!map_range(c, base_rva + from, next - from, emit_line, &a))
         return ps_diag_set(c->diag, c->st->err, "symtab", (size_t)-1, "adding a line");
     }
-    first_block = false;
     rd_skip(r, bsize - 12, "C13 line block");
   }
   return rd_to_diag(r, c->diag);
@@ -1046,6 +1187,8 @@ static ps_err read_module(pdb_ctx *c, uint16_t sn, uint32_t sym_bytes, uint32_t 
                        "stream %u is %zu bytes, the module info announces %llu", sn, ms.len,
                        (unsigned long long)need);
   c->nfiles = c->nisrc = c->nmprocs = 0;
+  c->imports = NULL;
+  c->imports_len = 0;
   /* C13 subsections first: symbols need the checksums and inlinee lines */
   ps_reader r;
   rd_init(&r, ms.data + sym_bytes + c11_bytes, c13_bytes);
@@ -1065,6 +1208,10 @@ static ps_err read_module(pdb_ctx *c, uint16_t sn, uint32_t sym_bytes, uint32_t 
         se = read_checksums(c, &sub);
       else if (pass == 0 && kind == DEBUG_S_INLINEELINES)
         se = read_inlinee_lines(c, &sub);
+      else if (pass == 0 && kind == DEBUG_S_CROSSSCOPEIMPORTS) {
+        c->imports = sub.base;
+        c->imports_len = sub.len;
+      }
       else if (pass == 1 && kind == DEBUG_S_LINES)
         se = read_lines(c, &sub);
       if (se != PS_E_OK)
@@ -1377,28 +1524,40 @@ static ps_err read_dbi(pdb_ctx *c) {
   /* modules */
   if (e == PS_E_OK)
     e = read_contribs(c, s.data + off[1], (size_t)sz[1], off[1]);
-  uint32_t mod = 0;
   ps_reader m = rd_sub(&r, off[0], (size_t)sz[0], "DBI module info");
+  size_t cmods = 0;
   while (e == PS_E_OK && rd_left(&m) >= MODI_FIXED_SIZE) {
-    size_t at = m.origin + rd_tell(&m);
+    struct modinfo mi;
+    mi.at = m.origin + rd_tell(&m);
     rd_skip(&m, 4 + 28 + 2, "DBI module info");
-    uint16_t sn = rd_u16(&m, "DBI module info");
-    uint32_t symb = rd_u32(&m, "DBI module info");
-    uint32_t c11b = rd_u32(&m, "DBI module info");
-    uint32_t c13b = rd_u32(&m, "DBI module info");
+    mi.sn = rd_u16(&m, "DBI module info");
+    mi.sym = rd_u32(&m, "DBI module info");
+    mi.c11 = rd_u32(&m, "DBI module info");
+    mi.c13 = rd_u32(&m, "DBI module info");
     rd_skip(&m, 2 + 2 + 4 + 4 + 4, "DBI module info");
-    rd_cstr(&m, NULL, "DBI module name");
+    mi.name = rd_cstr(&m, &mi.name_len, "DBI module name");
     rd_cstr(&m, NULL, "DBI module object name");
     rd_align(&m, 4, "DBI module info");
     if (!rd_ok(&m)) {
       e = rd_to_diag(&m, c->diag);
       break;
     }
-    c->cur_mod = mod++;
-    if (sn == 0xFFFF)
-      continue; /* a module without symbols */
-    e = read_module(c, sn, symb, c11b, c13b, at);
+    if (!grow_arr(c, (void **)&c->mods, &cmods, c->nmods, sizeof *c->mods)) {
+      e = c->diag->code;
+      break;
+    }
+    c->mods[c->nmods++] = mi;
   }
+  for (size_t i = 0; e == PS_E_OK && i < c->nmods; i++) {
+    const struct modinfo *mi = &c->mods[i];
+    c->cur_mod = (uint32_t)i;
+    if (mi->sn == 0xFFFF)
+      continue; /* a module without symbols */
+    e = read_module(c, mi->sn, mi->sym, mi->c11, mi->c13, mi->at);
+  }
+  free_arr(c, c->mods, cmods, sizeof *c->mods);
+  c->mods = NULL;
+  c->nmods = 0;
   if (e == PS_E_OK && symrec != 0xFFFF)
     e = read_publics(c, symrec);
   msf_stream_free(&c->msf, &s);
@@ -1438,6 +1597,7 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   free_arr(c, c->ipi_off, c->nipi, sizeof *c->ipi_off);
   free_arr(c, c->tpi_off, c->ntpi, sizeof *c->tpi_off);
   free_arr(c, c->files, c->cfiles, sizeof *c->files);
+  free_arr(c, c->exports, c->cexports, sizeof *c->exports);
   free_arr(c, c->isrc, c->cisrc, sizeof *c->isrc);
   free_arr(c, c->mprocs, c->cmprocs, sizeof *c->mprocs);
   free_arr(c, c->scratch, c->scratch_cap, 1);

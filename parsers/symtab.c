@@ -450,8 +450,8 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
     long prev = st->nfuncs ? last_le(st->funcs, st->nfuncs, sizeof *st->funcs,
                                      offsetof(st_func, rva), rva)
                            : -1;
-    if (prev >= 0 && st->funcs[prev].rva > p->rva)
-      return; /* rva lies past the end of a known function that follows the public */
+    if (prev >= 0 && st->funcs[prev].rva >= p->rva)
+      return; /* rva lies past the end of a known function at or after the public */
     st_symbol *s = &out->syms[0];
     sym_clear(s);
     s->function = st_s(st, p->name);
