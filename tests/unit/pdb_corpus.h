@@ -64,6 +64,8 @@ typedef struct {
 
 /* Splits MANIFEST.tsv into rows (in place in *text, which the caller frees). */
 static int manifest_rows(const char *dir, char **text, manifest_row **rows) {
+  *text = NULL;
+  *rows = NULL;
   char path[4200];
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
   size_t len;
@@ -78,6 +80,8 @@ static int manifest_rows(const char *dir, char **text, manifest_row **rows) {
   s[len] = '\0';
   int n = 0, cap = 256;
   manifest_row *r = malloc(sizeof *r * (size_t)cap);
+  *text = s;
+  *rows = r;
   char *save = NULL;
   for (char *line = strtok_r(s, "\n", &save); line && r; line = strtok_r(NULL, "\n", &save)) {
     if (n == cap) {
@@ -86,6 +90,7 @@ static int manifest_rows(const char *dir, char **text, manifest_row **rows) {
       if (!nr)
         break;
       r = nr;
+      *rows = r;
     }
     manifest_row *row = &r[n];
     row->ncols = 0;
@@ -124,7 +129,7 @@ static ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, char *ms
   return e;
 }
 
-static void guid_str(const uint8_t *g, char *out) {
+static inline void guid_str(const uint8_t *g, char *out) {
   sprintf(out, "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", g[3],
           g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12], g[13],
           g[14], g[15]);

@@ -551,7 +551,7 @@ TEST(native_lookups_match_breakpad_sym) {
                    a->nsyms ? a->syms[a->nsyms - 1].function : "-");
         continue;
       }
-      if (!in_func || !(line[0] >= '0' && line[0] <= '9') && !(line[0] >= 'a' && line[0] <= 'f'))
+      if (!in_func || (!(line[0] >= '0' && line[0] <= '9') && !(line[0] >= 'a' && line[0] <= 'f')))
         continue;
       char *end;
       uint32_t addr = (uint32_t)strtoul(line, &end, 16);
