@@ -13,5 +13,6 @@ typedef struct {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
 
 static const cli_command commands[] = {
     {"version", "print the version", cmd_version},
+    {"cache", "inspect and trim the symbol cache (stats, list, evict, verify, clear)", cmd_cache},
 };
 
 static void usage(FILE *out) {

@@ -57,4 +57,49 @@ void store_release(store *s, store_entry *e);
 ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag);
 ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error);
 
+/* ---- administration (pdbsym cache ...) ----------------------------------- */
+
+/* Path of the database file (owned by the store). */
+const char *store_path(const store *s);
+
+typedef struct {
+  uint64_t file_bytes;      /* pdbsym.sqlite on disk */
+  uint64_t wal_bytes;       /* pdbsym.sqlite-wal on disk */
+  uint64_t used_bytes;      /* pages in use (file minus free pages) */
+  uint64_t free_bytes;      /* free pages, reused by the next ingest */
+  uint64_t max_bytes;       /* the cap in force */
+  uint64_t modules;         /* complete modules */
+  uint64_t negatives;       /* negative entries (expired ones included) */
+  uint64_t data_bytes;      /* sum of the complete modules' array bytes */
+  uint64_t line_rows;       /* sum of line rows + sequence points */
+  uint64_t hot_modules, hot_bytes, mem_max_bytes; /* this process's hot set */
+  int schema_version;
+} store_stats;
+ps_err store_get_stats(store *s, store_stats *out);
+
+typedef struct {
+  const char *key;
+  int status;               /* 0 complete, else a store_neg_kind */
+  int format;               /* st_format */
+  const char *source, *error;
+  uint64_t data_bytes, nlines, nseqpts, nfuncs;
+  int64_t fetched_at, last_used, expires_at; /* unix seconds */
+} store_module_info;
+/* Calls fn for each entry, least recently used first; fn returns false to stop.
+ * The strings are valid during the call only. */
+ps_err store_list(store *s, bool (*fn)(void *ctx, const store_module_info *m), void *ctx);
+
+/* Removes the module under key (from disk and from the hot set; a pinned
+ * copy stays valid until released).  PS_E_NOT_FOUND if there is none. */
+ps_err store_evict(store *s, const char *key);
+/* Removes every entry, or only the negative ones; *removed gets the count. */
+ps_err store_clear(store *s, bool negatives_only, uint64_t *removed);
+
+/* Checks the database (PRAGMA integrity_check) and every complete module
+ * (counts, checksum, indices); calls fn for each problem.  With fix, damaged
+ * modules are removed.  Returns PS_E_OK when nothing was wrong, PS_E_CORRUPT
+ * otherwise; *checked gets the number of modules read. */
+ps_err store_verify(store *s, bool fix, void (*fn)(void *ctx, const char *key, const char *problem),
+                    void *ctx, uint64_t *checked);
+
 #endif
