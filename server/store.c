@@ -252,6 +252,9 @@ static const char *check_db(sqlite3 *db, char *why, size_t cap) {
   const char *r = (const char *)sqlite3_column_text(q, 0);
   if (!r || strcmp(r, "ok") != 0) {
     snprintf(why, cap, "failed its integrity check (%.120s)", r ? r : "?");
+    for (char *p = why; *p; p++)
+      if (*p == '\n')
+        *p = ' ';
     sqlite3_finalize(q);
     return why;
   }
@@ -947,25 +950,27 @@ static void shrink_if_over(store *s, sqlite3 *db) {
     exec(db, "PRAGMA incremental_vacuum");
 }
 
-/* Deletes up to STORE_EVICT_STEP least recently used modules (not `keep`) in
- * the open transaction; returns how many. */
-static int evict_step(sqlite3 *db, const char *keep) {
-  sqlite3_stmt *q = NULL;
-  int64_t ids[STORE_EVICT_STEP];
+/* Deletes least recently used entries (never `keep`), negative ones first,
+ * one at a time until `need` more bytes fit under the cap or
+ * STORE_EVICT_STEP are gone, in the open transaction; returns how many. */
+static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
   int n = 0;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT id FROM modules WHERE key != ?"
-                         " ORDER BY status = 0, last_used LIMIT ?",
-                         -1, &q, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(q, 1, keep, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 2, STORE_EVICT_STEP);
-    while (n < STORE_EVICT_STEP && sqlite3_step(q) == SQLITE_ROW)
-      ids[n++] = sqlite3_column_int64(q, 0);
+  while (n < STORE_EVICT_STEP && used_bytes(db) + need > s->cfg.max_bytes) {
+    sqlite3_stmt *q = NULL;
+    int64_t id = -1;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT id FROM modules WHERE key != ?"
+                           " ORDER BY status = 0, last_used, id LIMIT 1",
+                           -1, &q, NULL) == SQLITE_OK) {
+      sqlite3_bind_text(q, 1, keep, -1, SQLITE_STATIC);
+      if (sqlite3_step(q) == SQLITE_ROW)
+        id = sqlite3_column_int64(q, 0);
+    }
+    sqlite3_finalize(q);
+    if (id < 0 || delete_module(db, id) != SQLITE_OK)
+      break;
+    n++;
   }
-  sqlite3_finalize(q);
-  for (int i = 0; i < n; i++)
-    if (delete_module(db, ids[i]) != SQLITE_OK)
-      return i;
   return n;
 }
 
@@ -1087,7 +1092,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
     if (used_bytes(db) + need > s->cfg.max_bytes) {
       /* make room: a bounded step per transaction, so readers and other
        * writers get their turn, then try again */
-      int n = evict_step(db, key);
+      int n = evict_step(s, db, key, need);
       if (n == 0 || step > 100000) {
         exec(db, "ROLLBACK");
         result = ps_diag_set(diag, PS_E_LIMIT, "cache", (size_t)-1,
