@@ -1126,6 +1126,41 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
   return result;
 }
 
+/* Frees builder state and spare capacity: a table in the hot set holds only
+ * its rows. */
+static void compact(symtab *st) {
+  free(st->hslots);
+  st->hslots = NULL;
+  st->hcap = st->hcount = 0;
+  st->budget = NULL;
+  for (int k = 1; k <= STORE_NKINDS; k++) {
+    kind_ref r = kind_of(st, k);
+    if (*r.cap > *r.n && *r.n > 0) {
+      void *p = realloc(*r.ptr, *r.n * r.elem);
+      if (p) {
+        *r.ptr = p;
+        *r.cap = *r.n;
+      }
+    }
+  }
+}
+
+ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
+                      store_entry *out, ps_diag *diag) {
+  memset(out, 0, sizeof *out);
+  ps_err result = store_put(s, key, st, source, diag);
+  if (!st->finished || !key) {
+    st_free(st);
+    return result;
+  }
+  compact(st);
+  hot_insert(s, key, st, source, out);
+  memset(st, 0, sizeof *st);
+  if (!out->st && result == PS_E_OK)
+    result = PS_E_NOMEM;
+  return result;
+}
+
 ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error) {
   if (!key || !*key)
     return PS_E_INVALID;

@@ -55,6 +55,14 @@ void store_release(store *s, store_entry *e);
  * two racing puts of one key end as one copy), evicting old modules first if
  * the cap would be passed. */
 ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag);
+/* store_put, then the table moves into the hot set and comes back pinned in
+ * *out (so the engine need not read back what it just parsed).  st is taken
+ * in every case: its arrays are shrunk to size and owned by the store; the
+ * caller's symtab is zeroed.  Returns store_put's result: when the cache could
+ * not keep the module (e.g. PS_E_LIMIT), *out still holds the table (in memory
+ * only), unless out->st is NULL (out of memory). */
+ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
+                      store_entry *out, ps_diag *diag);
 ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error);
 
 /* ---- administration (pdbsym cache ...) ----------------------------------- */

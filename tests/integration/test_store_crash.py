@@ -32,6 +32,13 @@ def check_db(path):
         res = [r[0] for r in db.execute("PRAGMA integrity_check")]
         if res != ["ok"]:
             problems.append("integrity_check: %s" % res[:5])
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if version == 0:
+            # killed before the first migration committed: must be empty
+            if tables:
+                problems.append("schema half made: %s" % tables)
+            return problems, 0
         sizes = dict(db.execute("SELECT kind, elem_size FROM array_kinds"))
         cols = {1: "nstrs_bytes", 2: "nfuncs", 3: "nlines", 4: "ninlines", 5: "niranges",
                 6: "npublics", 7: "nmethods", 8: "nseqpts"}

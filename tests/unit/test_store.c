@@ -249,6 +249,44 @@ TEST(roundtrip_same_answers) {
   st_free(&orig);
 }
 
+TEST(put_take_pins_the_table) {
+  const char *dir = sub("take");
+  symtab orig, taken;
+  synth(&orig, 8, 2000);
+  synth(&taken, 8, 2000);
+  store *s = open_store(dir, 0, 0);
+  store_entry e, e2;
+  ps_diag d;
+  CHECK_EQ_U(store_put_take(s, "take.pdb/A1", &taken, "src", &e, &d), PS_E_OK);
+  CHECK(taken.lines == NULL); /* the store owns it now */
+  CHECK(e.st != NULL);
+  if (e.st) {
+    uint64_t hits;
+    CHECK_EQ_U(compare_all(&orig, e.st, &hits), 0);
+  }
+  CHECK_EQ_U(store_get(s, "take.pdb/A1", &e2), STORE_HIT);
+  CHECK(e2.st == e.st); /* the same table, from memory */
+  store_release(s, &e2);
+  store_release(s, &e);
+  store_close(s);
+  s = open_store(dir, 0, 0); /* and it is on disk */
+  CHECK_EQ_U(store_get(s, "take.pdb/A1", &e), STORE_HIT);
+  if (e.st) {
+    uint64_t hits;
+    CHECK_EQ_U(compare_all(&orig, e.st, &hits), 0);
+  }
+  store_release(s, &e);
+  /* a module over the cap is still handed back, from memory only */
+  store_close(s);
+  s = open_store(sub("take_small"), 100000, 0);
+  synth(&taken, 9, 20000);
+  CHECK_EQ_U(store_put_take(s, "big.pdb/A1", &taken, "src", &e, &d), PS_E_LIMIT);
+  CHECK(e.st != NULL && e.st->nlines > 0);
+  store_release(s, &e);
+  store_close(s);
+  st_free(&orig);
+}
+
 TEST(empty_table_roundtrip) {
   symtab st;
   st_init(&st, NULL);
@@ -647,6 +685,7 @@ TEST(damaged_module_dropped_and_verify_reports) {
 int main(void) {
   make_tmp();
   RUN(roundtrip_same_answers);
+  RUN(put_take_pins_the_table);
   RUN(empty_table_roundtrip);
   RUN(same_key_twice_one_copy);
   RUN(hot_set_budget_and_pins);
