@@ -55,6 +55,18 @@ void engine_close(engine *e);
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
 void engine_release(engine *e, mod_handle *h);
 
+/* true once the cache is open and its migrations applied */
+bool engine_ready(engine *e);
+
+/* true when the cache already holds m (in format fmt, or either when
+ * ST_FORMAT_UNKNOWN). */
+bool engine_cached(engine *e, const module_id *m, st_format fmt);
+
+/* Stores a finished table the caller parsed itself (local files, embedded
+ * PDBs) under m's key for format fmt.  The caller keeps st. */
+ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
+                     const char *source, ps_diag *diag);
+
 const char *mod_status_name(mod_status s); /* "found", "missing", ... */
 uint64_t engine_now_ms(void);
 
