@@ -2,10 +2,8 @@
  * cmd_cache.c - `pdbsym cache stats|list|evict|verify|clear`: look after the
  * SQLite line-table cache (store.h) from the command line.
  *
- * The cache folder is PDBSYM_CACHE_DIR (default $XDG_CACHE_HOME/pdbsym, else
- * $HOME/.cache/pdbsym), the cap PDBSYM_CACHE_MAX_BYTES (a byte count, with an
- * optional K, M, G or T suffix in powers of 1024); --cache-dir and --max-bytes
- * override them.
+ * The folder and the cap come from the shared settings (settings.h):
+ * PDBSYM_CACHE_DIR / --cache-dir and PDBSYM_CACHE_MAX_BYTES / --cache-max-bytes.
  *
  * Two hidden subcommands exist for tests (not in the help): `_fill` ingests
  * synthetic modules through store_put, `_check` reloads them and compares
@@ -19,6 +17,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "settings.h"
 #include "store.h"
 
 typedef struct {
@@ -45,11 +44,9 @@ static const char *USAGE =
     "                 failures (modules not found or not readable)\n"
     "\n"
     "options (all subcommands):\n"
-    "  --cache-dir DIR   cache folder (default: PDBSYM_CACHE_DIR, else\n"
-    "                    $XDG_CACHE_HOME/pdbsym or ~/.cache/pdbsym)\n"
-    "  --max-bytes N     cap in bytes, K/M/G/T suffixes allowed (default:\n"
-    "                    PDBSYM_CACHE_MAX_BYTES, else 2G)\n"
-    "  --help            this text\n";
+    "  --cache-dir DIR     cache folder (env PDBSYM_CACHE_DIR, default ./.pdbsym-cache)\n"
+    "  --cache-max-bytes N cap on the cache's size, e.g. 2G (env PDBSYM_CACHE_MAX_BYTES)\n"
+    "  --help              this text\n";
 
 static const char *SUB_HELP[][2] = {
     {"stats", "usage: pdbsym cache stats [--cache-dir DIR]\n\n"
@@ -71,48 +68,6 @@ static const char *SUB_HELP[][2] = {
               "--negative, removes only the remembered failures (modules that were not\n"
               "found or could not be read), so they are tried again at the next request.\n"},
 };
-
-static bool parse_bytes(const char *s, uint64_t *out) {
-  if (!s || !*s)
-    return false;
-  errno = 0;
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *s == '-')
-    return false;
-  unsigned shift = 0;
-  switch (*end) {
-  case '\0': break;
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
-  default: return false;
-  }
-  if (*end == 'i' || *end == 'B')
-    end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-  if (*end || (shift && v > (UINT64_MAX >> shift)))
-    return false;
-  *out = (uint64_t)v << shift;
-  return true;
-}
-
-static const char *default_dir(char *buf, size_t cap) {
-  const char *d = getenv("PDBSYM_CACHE_DIR");
-  if (d && *d)
-    return d;
-  const char *x = getenv("XDG_CACHE_HOME");
-  if (x && *x) {
-    snprintf(buf, cap, "%s/pdbsym", x);
-    return buf;
-  }
-  const char *h = getenv("HOME");
-  if (h && *h) {
-    snprintf(buf, cap, "%s/.cache/pdbsym", h);
-    return buf;
-  }
-  return NULL;
-}
 
 static void fmt_time(int64_t t, char *buf, size_t cap) {
   time_t tt = (time_t)t;
@@ -480,29 +435,20 @@ int cmd_cache(int argc, char **argv) {
   }
   cache_opts o = {.modules = 1, .lines = 1000, .seed = 1, .prefix = "synth-"};
   const char *arg = NULL;
-  const char *env_max = getenv("PDBSYM_CACHE_MAX_BYTES");
-  if (env_max && *env_max && !parse_bytes(env_max, &o.max_bytes)) {
-    fprintf(stderr, "pdbsym cache: PDBSYM_CACHE_MAX_BYTES='%s' is not a byte count "
-                    "(examples: 1073741824, 512M, 2G)\n", env_max);
-    return 2;
-  }
+  settings set;
+  settings_defaults(&set);
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
+    int used = settings_flag(&set, argc, argv, i);
+    if (used < 0)
+      return 2;
+    if (used > 0) {
+      i += used - 1;
+      continue;
+    }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(help ? help : USAGE, stdout);
       return 0;
-    } else if (!strcmp(a, "--cache-dir")) {
-      if (!need_value(i, argc, a))
-        return 2;
-      o.dir = argv[++i];
-    } else if (!strcmp(a, "--max-bytes")) {
-      if (!need_value(i, argc, a))
-        return 2;
-      if (!parse_bytes(argv[++i], &o.max_bytes)) {
-        fprintf(stderr, "pdbsym cache: --max-bytes '%s' is not a byte count "
-                        "(examples: 1073741824, 512M, 2G)\n", argv[i]);
-        return 2;
-      }
     } else if (!strcmp(a, "--negative") && !strcmp(sub, "clear")) {
       o.negative = true;
     } else if (!strcmp(a, "--fix") && !strcmp(sub, "verify")) {
@@ -534,15 +480,14 @@ int cmd_cache(int argc, char **argv) {
       return 2;
     }
   }
+  o.dir = set.cache_dir;
+  o.max_bytes = set.cache_max_bytes;
   if (!strcmp(sub, "evict") && !arg) {
     fprintf(stderr, "pdbsym cache evict: which module? give a key from 'pdbsym cache list' "
                     "or a debug file name (ntdll.pdb)\n");
     return 2;
   }
-  char buf[4096];
-  if (!o.dir)
-    o.dir = default_dir(buf, sizeof buf);
-  if (!o.dir) {
+  if (!o.dir || !*o.dir) {
     fprintf(stderr, "pdbsym cache: no cache folder; set PDBSYM_CACHE_DIR or pass --cache-dir\n");
     return 2;
   }

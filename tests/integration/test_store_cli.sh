@@ -25,15 +25,17 @@ run "$bin" cache; expect_rc 2 "cache without subcommand"
 run "$bin" cache frobnicate; expect_rc 2 "unknown subcommand"; has "$err" "pdbsym cache --help" "unknown subcommand"
 run "$bin" cache list --bogus; expect_rc 2 "unknown option"; has "$err" "unknown option" "unknown option"
 run "$bin" cache evict; expect_rc 2 "evict without module"; has "$err" "pdbsym cache list" "evict without module"
-PDBSYM_CACHE_MAX_BYTES=lots run "$bin" cache stats; expect_rc 2 "bad PDBSYM_CACHE_MAX_BYTES"
-has "$err" "PDBSYM_CACHE_MAX_BYTES" "bad PDBSYM_CACHE_MAX_BYTES"
+PDBSYM_CACHE_MAX_BYTES=lots run "$bin" cache stats; expect_rc 0 "bad PDBSYM_CACHE_MAX_BYTES (ignored)"
+has "$err" "PDBSYM_CACHE_MAX_BYTES" "bad PDBSYM_CACHE_MAX_BYTES warned"
+run "$bin" cache stats --cache-max-bytes lots; expect_rc 2 "bad --cache-max-bytes"
+has "$err" "cache-max-bytes" "bad --cache-max-bytes"
 
 # an empty cache
 run "$bin" cache stats; expect_rc 0 "stats (empty)"
 has "$out" "^modules: 0$" "stats (empty)"
 has "$out" "^path: $PDBSYM_CACHE_DIR/pdbsym.sqlite$" "stats path"
 PDBSYM_CACHE_MAX_BYTES=512M run "$bin" cache stats; has "$out" "^max_bytes: 536870912$" "cap from env"
-run "$bin" cache stats --max-bytes 3G; has "$out" "^max_bytes: 3221225472$" "cap from flag"
+run "$bin" cache stats --cache-max-bytes 3G; has "$out" "^max_bytes: 3221225472$" "cap from flag"
 
 # three modules
 run "$bin" cache _fill --modules 3 --lines 20000 --seed 7; expect_rc 0 "_fill"
