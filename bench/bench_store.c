@@ -2,6 +2,7 @@
  * bench_store.c - figures for the SQLite line-table cache (server/store.c).
  *
  *   bench_store [LINE_ROWS] [DIR]     (default 5000000 rows, a temp folder)
+ *   bench_store --flat                ten times more modules than the cap holds
  *
  * Builds a synthetic native table of LINE_ROWS line rows (functions of 1-24
  * lines, some inline sites and publics), then prints: ingest time and rows per
@@ -10,6 +11,11 @@
  * hot set), and warm lookups per second through the hot set (store_get +
  * st_lookup_rva + store_release per frame) against a bare st_lookup_rva on
  * the same table, as a ratio.
+ *
+ * --flat ingests 200 distinct modules of 200 000 line rows (about 4 MB of
+ * arrays each, 800 MB in all) under an 80 MB cap and a 40 MB hot set, getting
+ * each one back through the hot set, and prints RSS and database size every
+ * 20 modules: both must stay flat.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,8 +40,8 @@ static uint32_t rnd(uint64_t *x) {
   return (uint32_t)(*x >> 16);
 }
 
-static void build(symtab *st, uint32_t rows) {
-  uint64_t x = 88172645463325252ull;
+static void build_seeded(symtab *st, uint32_t rows, uint64_t seed) {
+  uint64_t x = 88172645463325252ull + seed * 0x9E3779B97F4A7C15ull;
   st_init(st, NULL);
   st->ident.format = ST_FORMAT_WINDOWS;
   uint32_t files[64];
@@ -70,12 +76,74 @@ static void build(symtab *st, uint32_t rows) {
   }
 }
 
+static void build(symtab *st, uint32_t rows) { build_seeded(st, rows, 0); }
+
+static uint64_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long size = 0, res = 0;
+  if (f) {
+    if (fscanf(f, "%lu %lu", &size, &res) != 2)
+      res = 0;
+    fclose(f);
+  }
+  return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t fsize(const char *p);
+
+static int flat(void) {
+  char dir[] = "/tmp/bench_store_flat.XXXXXX";
+  if (!mkdtemp(dir))
+    return 1;
+  store_config cfg = {.dir = dir, .max_bytes = 80u << 20, .mem_max_bytes = 40u << 20};
+  store *s;
+  ps_diag d;
+  if (store_open(&cfg, &s, &d) != PS_E_OK)
+    return 1;
+  char path[300], wal[310];
+  snprintf(path, sizeof path, "%s/pdbsym.sqlite", dir);
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  double t0 = now();
+  uint64_t rows = 0;
+  for (int i = 0; i < 200; i++) {
+    symtab st;
+    build_seeded(&st, 200000, (uint64_t)i + 1);
+    rows += st.nlines;
+    char key[64];
+    snprintf(key, sizeof key, "flat%d.pdb/%032d1", i, i);
+    if (store_put(s, key, &st, "bench", &d) != PS_E_OK)
+      return 1;
+    st_free(&st);
+    store_entry e;
+    if (store_get(s, key, &e) != STORE_HIT)
+      return 1;
+    store_release(s, &e);
+    if (i % 20 == 19) {
+      store_stats ss;
+      store_get_stats(s, &ss);
+      printf("after %3d modules (%5.0f MB of line rows): RSS %4.0f MB, database %5.1f MB, WAL %4.1f MB,"
+             " %llu modules on disk, %llu in memory (%.1f MB)\n",
+             i + 1, (double)rows * 16 / 1e6, (double)rss_bytes() / 1e6,
+             (double)fsize(path) / 1e6, (double)fsize(wal) / 1e6,
+             (unsigned long long)ss.modules, (unsigned long long)ss.hot_modules,
+             (double)ss.hot_bytes / 1e6);
+    }
+  }
+  printf("%.1f s for %llu line rows\n", now() - t0, (unsigned long long)rows);
+  store_close(s);
+  unlink(path);
+  rmdir(dir);
+  return 0;
+}
+
 static uint64_t fsize(const char *p) {
   struct stat sb;
   return stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--flat"))
+    return flat();
   uint32_t rows = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 5000000;
   char dir[256];
   if (argc > 2) {
