@@ -76,6 +76,11 @@ typedef struct hot {
   size_t mem;
   int refs;
   bool dead; /* no longer indexed (evicted or replaced); freed at the last release */
+  bool loading; /* being read from SQLite by one thread; others wait on store.cv */
+  bool failed;  /* the load found no usable table: result/neg/error say why */
+  store_result result;
+  store_neg_kind neg;
+  char error[256];
   int64_t touched;
   char source[256];
   struct hot *prev, *next; /* LRU list, head = most recent */
@@ -86,6 +91,7 @@ struct store {
   char *dir, *path;
   store_config cfg;
   pthread_mutex_t mu; /* hot set */
+  pthread_cond_t cv;  /* signalled when a load finishes */
   hot *buckets[STORE_NBUCKETS];
   hot *lru_head, *lru_tail;
   size_t mem_used, nhot;
@@ -354,6 +360,7 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
   snprintf(s->path, n, "%s/pdbsym.sqlite", cfg->dir);
   s->cfg.dir = s->dir;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
   pthread_mutex_init(&s->pool_mu, NULL);
   pthread_mutex_init(&s->write_mu, NULL);
 
@@ -415,6 +422,7 @@ void store_close(store *s) {
     sqlite3_close(db);
   }
   pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->pool_mu);
   pthread_mutex_destroy(&s->write_mu);
   free(s->dir);
@@ -631,6 +639,10 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
   copy_str(h->source, sizeof h->source, source);
   pthread_mutex_lock(&s->mu);
   hot *old = hot_find(s, key);
+  while (old && old->loading) {
+    pthread_cond_wait(&s->cv, &s->mu);
+    old = hot_find(s, key);
+  }
   if (old) {
     lru_unlink(s, old);
     lru_push_front(s, old);
@@ -842,40 +854,19 @@ static void touch(sqlite3 *db, const char *key, int64_t when) {
   sqlite3_finalize(q);
 }
 
-store_result store_get(store *s, const char *key, store_entry *out) {
-  memset(out, 0, sizeof *out);
-  int64_t now = now_s();
-  bool need_touch = false;
-  pthread_mutex_lock(&s->mu);
-  hot *h = hot_find(s, key);
-  if (h) {
-    lru_unlink(s, h);
-    lru_push_front(s, h);
-    pin_entry(h, out);
-    if (now - h->touched >= STORE_TOUCH_SECONDS) {
-      h->touched = now;
-      need_touch = true;
-    }
-  }
-  pthread_mutex_unlock(&s->mu);
-  if (h) {
-    if (need_touch) {
-      sqlite3 *db = conn_get(s);
-      if (db)
-        touch(db, key, now);
-      conn_put(s, db);
-    }
-    return STORE_HIT;
-  }
-
+/* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller),
+ * STORE_NEGATIVE with out's neg/error/source, or STORE_MISS.  A damaged
+ * module is logged and removed. */
+static store_result load_module(store *s, const char *key, symtab *st, char *source,
+                                size_t source_cap, store_entry *out) {
   sqlite3 *db = conn_get(s);
   if (!db)
     return STORE_MISS;
+  int64_t now = now_s();
   store_result result = STORE_MISS;
   module_row r;
   int rc;
   char why[256];
-  symtab st;
   const char *bad = NULL;
   exec(db, "BEGIN"); /* one snapshot for the row and its arrays */
   bool found = read_row(db, key, &r, &rc);
@@ -887,9 +878,11 @@ store_result store_get(store *s, const char *key, store_entry *out) {
       result = STORE_NEGATIVE;
     }
   } else if (found && r.layout == STORE_LAYOUT) {
-    bad = load_arrays(db, &r, &st, false, why, sizeof why);
-    if (!bad)
+    bad = load_arrays(db, &r, st, false, why, sizeof why);
+    if (!bad) {
       result = STORE_HIT;
+      copy_str(source, source_cap, r.source);
+    }
   }
   exec(db, "COMMIT");
   if (bad) {
@@ -907,8 +900,111 @@ store_result store_get(store *s, const char *key, store_entry *out) {
     touch(db, key, now);
   }
   conn_put(s, db);
-  if (result == STORE_HIT)
-    hot_insert(s, key, &st, r.source, out);
+  return result;
+}
+
+store_result store_get(store *s, const char *key, store_entry *out) {
+  memset(out, 0, sizeof *out);
+  int64_t now = now_s();
+  bool need_touch = false;
+  hot *loader = NULL;
+  pthread_mutex_lock(&s->mu);
+  hot *h = hot_find(s, key);
+  if (h && h->loading) {
+    /* another thread is reading this module: wait for its table (one load) */
+    h->refs++;
+    while (h->loading)
+      pthread_cond_wait(&s->cv, &s->mu);
+    if (h->failed) {
+      store_result res = h->result;
+      out->neg = h->neg;
+      copy_str(out->error, sizeof out->error, h->error);
+      copy_str(out->source, sizeof out->source, h->source);
+      hot *freed = NULL;
+      if (--h->refs == 0) {
+        s->mem_used -= h->mem;
+        h->hnext = NULL;
+        freed = h;
+      }
+      pthread_mutex_unlock(&s->mu);
+      free_list(freed);
+      return res;
+    }
+    h->refs--; /* pin_entry below takes it again */
+  }
+  if (h) {
+    if (!h->dead) {
+      lru_unlink(s, h);
+      lru_push_front(s, h);
+    }
+    pin_entry(h, out);
+    if (now - h->touched >= STORE_TOUCH_SECONDS) {
+      h->touched = now;
+      need_touch = true;
+    }
+  } else {
+    /* a placeholder others can wait on while this thread reads SQLite */
+    loader = calloc(1, sizeof *loader);
+    if (loader && (loader->key = dup_str(key)) != NULL) {
+      loader->loading = true;
+      loader->refs = 1;
+      loader->touched = now;
+      size_t b = hash_key(key) % STORE_NBUCKETS;
+      loader->hnext = s->buckets[b];
+      s->buckets[b] = loader;
+      lru_push_front(s, loader);
+      s->nhot++;
+    } else if (loader) {
+      free(loader);
+      loader = NULL;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (h) {
+    if (need_touch) {
+      sqlite3 *db = conn_get(s);
+      if (db)
+        touch(db, key, now);
+      conn_put(s, db);
+    }
+    return STORE_HIT;
+  }
+
+  symtab st;
+  char source[256] = "";
+  store_result result = load_module(s, key, &st, source, sizeof source, out);
+  if (!loader) { /* no memory for a placeholder: the old way */
+    if (result == STORE_HIT)
+      hot_insert(s, key, &st, source, out);
+    return result;
+  }
+  hot *freed = NULL;
+  pthread_mutex_lock(&s->mu);
+  loader->loading = false;
+  if (result == STORE_HIT) {
+    loader->st = st;
+    loader->mem = st_memory_size(&st);
+    s->mem_used += loader->mem;
+    copy_str(loader->source, sizeof loader->source, source);
+    loader->refs--; /* pin_entry takes it again */
+    pin_entry(loader, out);
+    freed = hot_trim(s);
+  } else {
+    loader->failed = true;
+    loader->result = result;
+    loader->neg = out->neg;
+    copy_str(loader->error, sizeof loader->error, out->error);
+    copy_str(loader->source, sizeof loader->source, out->source);
+    if (!loader->dead)
+      hot_unindex(s, loader);
+    if (--loader->refs == 0) {
+      loader->hnext = freed;
+      freed = loader;
+    }
+  }
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  free_list(freed);
   return result;
 }
 

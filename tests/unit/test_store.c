@@ -459,6 +459,75 @@ TEST(threads_share_the_hot_set) {
     st_free(&st[i]);
 }
 
+typedef struct {
+  store *s;
+  const char *key;
+  pthread_barrier_t *bar;
+  store_result r;
+  const symtab *st;
+  char error[256];
+} same_arg;
+
+static void *get_same(void *p) {
+  same_arg *a = p;
+  store_entry e;
+  pthread_barrier_wait(a->bar);
+  a->r = store_get(a->s, a->key, &e);
+  a->st = e.st;
+  snprintf(a->error, sizeof a->error, "%s", e.error);
+  return NULL;
+}
+
+TEST(cold_module_loaded_once_for_all_waiters) {
+  const char *dir = sub("single");
+  symtab st;
+  synth(&st, 30, 20000);
+  store *s = open_store(dir, 0, 0);
+  CHECK_EQ_U(put(s, "one.pdb/A1", &st), PS_E_OK);
+  CHECK_EQ_U(store_put_negative(s, "neg.pdb/A1", STORE_NEG_MALFORMED, "corrupt input"), PS_E_OK);
+  store_close(s);
+  s = open_store(dir, 0, 0); /* cold: nothing in memory */
+  enum { T = 8 };
+  const char *keys[] = {"one.pdb/A1", "neg.pdb/A1", "none.pdb/A1"};
+  for (int k = 0; k < 3; k++) {
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, T);
+    pthread_t th[T];
+    same_arg args[T];
+    for (int i = 0; i < T; i++) {
+      args[i] = (same_arg){.s = s, .key = keys[k], .bar = &bar};
+      pthread_create(&th[i], NULL, get_same, &args[i]);
+    }
+    for (int i = 0; i < T; i++)
+      pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    for (int i = 0; i < T; i++) {
+      CHECK_EQ_U(args[i].r, k == 0 ? STORE_HIT : k == 1 ? STORE_NEGATIVE : STORE_MISS);
+      CHECK(args[i].st == args[0].st); /* one table shared by all */
+      if (k == 1)
+        CHECK_EQ_S(args[i].error, "corrupt input");
+    }
+    if (k == 0) {
+      uint64_t hits;
+      CHECK_EQ_U(compare_all(&st, args[0].st, &hits), 0);
+      store_entry e = {.st = args[0].st};
+      store_entry probe;
+      CHECK_EQ_U(store_get(s, keys[0], &probe), STORE_HIT);
+      e.pin = probe.pin;
+      for (int i = 0; i < T; i++) { /* release the T pins through the shared handle */
+        store_entry r = e;
+        store_release(s, &r);
+      }
+      store_release(s, &probe);
+      store_stats stats;
+      store_get_stats(s, &stats);
+      CHECK_EQ_U(stats.hot_modules, 1);
+    }
+  }
+  store_close(s);
+  st_free(&st);
+}
+
 TEST(negative_entries) {
   const char *dir = sub("neg");
   store_config cfg = {.dir = dir, .negative_missing_ttl = 1, .max_negative = 10};
@@ -690,6 +759,7 @@ int main(void) {
   RUN(same_key_twice_one_copy);
   RUN(hot_set_budget_and_pins);
   RUN(threads_share_the_hot_set);
+  RUN(cold_module_loaded_once_for_all_waiters);
   RUN(negative_entries);
   RUN(byte_cap_evicts_oldest);
   RUN(broken_databases_moved_aside);
