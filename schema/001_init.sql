@@ -67,3 +67,10 @@ CREATE TABLE arrays (
   data   BLOB    NOT NULL,
   PRIMARY KEY (module, kind, seq)
 );
+
+-- For people reading the database: each module's arrays, rows and bytes.
+CREATE VIEW module_arrays AS
+  SELECT m.key AS module, k.name AS array, count(*) AS chunks,
+         sum(length(a.data)) / k.elem_size AS records, sum(length(a.data)) AS bytes
+  FROM arrays a JOIN array_kinds k ON k.kind = a.kind JOIN modules m ON m.id = a.module
+  GROUP BY a.module, a.kind;

@@ -843,7 +843,10 @@ static int delete_module(sqlite3 *db, int64_t id) {
   return rc;
 }
 
+/* Records a use for LRU eviction.  Best effort: a lookup must not wait for
+ * another process's long ingest, so a busy database skips the update. */
 static void touch(sqlite3 *db, const char *key, int64_t when) {
+  sqlite3_busy_timeout(db, 20);
   sqlite3_stmt *q = NULL;
   if (sqlite3_prepare_v2(db, "UPDATE modules SET last_used = ? WHERE key = ? AND status = 0", -1,
                          &q, NULL) == SQLITE_OK) {
@@ -852,6 +855,7 @@ static void touch(sqlite3 *db, const char *key, int64_t when) {
     sqlite3_step(q);
   }
   sqlite3_finalize(q);
+  sqlite3_busy_timeout(db, STORE_BUSY_MS);
 }
 
 /* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller),
