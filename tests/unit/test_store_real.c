@@ -9,7 +9,7 @@
  * Needs the readers (parsers/pdb.c, ppdb.c, pe.c); until those sources are in
  * parsers/ this test is skipped (exit 77).
  */
-#include "test.h"
+#include <stdio.h>
 
 #if defined(__has_include)
 #if __has_include("../../parsers/pdb.c") && __has_include("../../parsers/ppdb.c") && \
@@ -24,6 +24,8 @@ int main(void) {
   return 77;
 }
 #else
+
+#include "test.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
