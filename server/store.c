@@ -208,28 +208,30 @@ static void conn_put(store *s, sqlite3 *db) {
 
 /* ---- opening: integrity, schema, migrations -------------------------------- */
 
-/* Renames the database (and its WAL) aside so a fresh one can be made. */
-static void move_aside(const char *path, const char *why) {
+/* Renames the database (and its WAL) aside so a fresh one can be made.
+ * Returns false when that failed (the caller gives up with a message). */
+static bool move_aside(const char *path, const char *why) {
   char stamp[32], aside[4200], from[4200], to[4300];
   time_t t = time(NULL);
   struct tm tm;
   gmtime_r(&t, &tm);
   strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
   snprintf(aside, sizeof aside, "%s.broken-%s-%ld", path, stamp, (long)getpid());
-  int rc = rename(path, aside);
+  if (rename(path, aside) != 0) {
+    if (errno == ENOENT)
+      return true; /* another process moved it first */
+    fprintf(stderr, "pdbsym: cache database %s %s, and it could not be moved aside (%s)\n",
+            path, why, strerror(errno));
+    return false;
+  }
   snprintf(from, sizeof from, "%s-wal", path);
   snprintf(to, sizeof to, "%s-wal", aside);
   rename(from, to);
   snprintf(from, sizeof from, "%s-shm", path);
   unlink(from);
-  if (rc == 0)
-    fprintf(stderr, "pdbsym: cache database %s %s; moved aside to %s, starting an empty cache\n",
-            path, why, aside);
-  else
-    fprintf(stderr, "pdbsym: cache database %s %s, and it could not be moved aside (%s); "
-            "removing it\n", path, why, strerror(errno));
-  if (rc != 0)
-    unlink(path);
+  fprintf(stderr, "pdbsym: cache database %s %s; moved aside to %s, starting an empty cache\n",
+          path, why, aside);
+  return true;
 }
 
 static int latest_version(void) {
@@ -378,11 +380,10 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
     }
     if (bad) {
       sqlite3_close(db);
-      if (attempt == 0 && file_size(s->path) > 0) {
-        move_aside(s->path, bad);
+      if (attempt == 0 && file_size(s->path) > 0 && move_aside(s->path, bad))
         continue;
-      }
-      ps_diag_set(diag, PS_E_DATABASE, "cache", (size_t)-1, "%s %s", s->path, bad);
+      ps_diag_set(diag, PS_E_DATABASE, "cache", (size_t)-1,
+                  "%s %s; move it away or delete it, then try again", s->path, bad);
       break;
     }
     result = migrate(db, diag);
