@@ -566,6 +566,8 @@ static void lru_push_front(store *s, hot *h) {
 
 /* Takes h out of the index (mu held).  The caller frees it if unpinned. */
 static void hot_unindex(store *s, hot *h) {
+  if (h->dead)
+    return;
   hot **pp = &s->buckets[hash_key(h->key) % STORE_NBUCKETS];
   while (*pp && *pp != h)
     pp = &(*pp)->hnext;
@@ -739,7 +741,8 @@ static bool read_row(sqlite3 *db, const char *key, module_row *r, int *rc_out) {
 /* Loads the arrays of a complete module into st (finished, owned by st).
  * Returns NULL or what is wrong (why, for the log). */
 static const char *load_arrays(sqlite3 *db, const module_row *r, symtab *st, bool check_sum,
-                               char *why, size_t cap) {
+                               char *why, size_t cap, bool *transient) {
+  *transient = false;
   memset(st, 0, sizeof *st);
   st->ident = r->ident;
   st->source_link = r->source_link;
@@ -751,12 +754,15 @@ static const char *load_arrays(sqlite3 *db, const module_row *r, symtab *st, boo
     if (r->counts[k] < 0 || (uint64_t)r->counts[k] > UINT32_MAX ||
         !ps_mul_size((size_t)r->counts[k], ref.elem, &bytes) || bytes > (size_t)r->data_bytes) {
       snprintf(why, cap, "array %d: bad count %" PRId64, k, r->counts[k]);
+      st_free(st);
       return why;
     }
     if (bytes) {
       *ref.ptr = malloc(bytes);
       if (!*ref.ptr) {
         snprintf(why, cap, "out of memory");
+        *transient = true;
+        st_free(st);
         return why;
       }
     }
@@ -770,10 +776,12 @@ static const char *load_arrays(sqlite3 *db, const module_row *r, symtab *st, boo
                          " ORDER BY kind, seq",
                          -1, &q, NULL) != SQLITE_OK) {
     snprintf(why, cap, "%s", sqlite3_errmsg(db));
+    *transient = true;
+    st_free(st);
     return why;
   }
   sqlite3_bind_int64(q, 1, r->id);
-  int rc;
+  int rc = SQLITE_DONE;
   while (!bad && (rc = sqlite3_step(q)) == SQLITE_ROW) {
     int k = sqlite3_column_int(q, 0);
     int64_t seq = sqlite3_column_int64(q, 1);
@@ -798,6 +806,7 @@ static const char *load_arrays(sqlite3 *db, const module_row *r, symtab *st, boo
       brc = sqlite3_blob_read(blob, (char *)*ref.ptr + have[k], (int)len, 0);
     if (brc != SQLITE_OK) {
       snprintf(why, cap, "array %d: %s", k, sqlite3_errmsg(db));
+      *transient = (brc & 0xff) != SQLITE_CORRUPT;
       bad = why;
       break;
     }
@@ -805,6 +814,7 @@ static const char *load_arrays(sqlite3 *db, const module_row *r, symtab *st, boo
   }
   if (!bad && rc != SQLITE_DONE) {
     snprintf(why, cap, "%s", sqlite3_errmsg(db));
+    *transient = (rc & 0xff) != SQLITE_CORRUPT;
     bad = why;
   }
   sqlite3_blob_close(blob);
@@ -883,10 +893,15 @@ static store_result load_module(store *s, const char *key, symtab *st, char *sou
       result = STORE_NEGATIVE;
     }
   } else if (found && r.layout == STORE_LAYOUT) {
-    bad = load_arrays(db, &r, st, false, why, sizeof why);
+    bool transient;
+    bad = load_arrays(db, &r, st, false, why, sizeof why, &transient);
     if (!bad) {
       result = STORE_HIT;
       copy_str(source, source_cap, r.source);
+    } else if (transient) {
+      fprintf(stderr, "pdbsym: cache: could not read module %s from %s (%s)\n", key, s->path,
+              bad);
+      bad = NULL; /* a miss this time; the module stays */
     }
   }
   exec(db, "COMMIT");
@@ -1535,7 +1550,8 @@ ps_err store_verify(store *s, bool fix, void (*fn)(void *ctx, const char *key, c
         snprintf(why, sizeof why, "record layout %" PRId64 " unknown to this pdbsym", r.layout);
         bad = why;
       } else {
-        bad = load_arrays(db, &r, &st, true, why, sizeof why);
+        bool transient;
+        bad = load_arrays(db, &r, &st, true, why, sizeof why, &transient);
         if (!bad)
           st_free(&st);
       }
