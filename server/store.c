@@ -894,7 +894,7 @@ static store_result load_module(store *s, const char *key, symtab *st, char *sou
     }
   } else if (found && r.layout == STORE_LAYOUT) {
     bool transient;
-    bad = load_arrays(db, &r, st, false, why, sizeof why, &transient);
+    bad = load_arrays(db, &r, st, true, why, sizeof why, &transient);
     if (!bad) {
       result = STORE_HIT;
       copy_str(source, source_cap, r.source);

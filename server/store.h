@@ -9,7 +9,30 @@
  * by evicting least recently used modules; negative entries remember modules
  * that were not found or could not be read, for a while.
  *
+ * On disk (schema/001_init.sql): a `modules` row per module (identity, counts,
+ * sizes, timestamps, status, error) and the symtab's arrays as BLOB chunks of
+ * at most 1 MiB; a module is loaded whole, so the arrays come back with one
+ * sequential read each.  Every load checks the arrays' CRC-32 and indices; a
+ * damaged module is logged, removed and reported as a miss.  WAL mode: a
+ * crash leaves the last committed state.  A database that fails
+ * PRAGMA quick_check at open, or has a newer or foreign schema, is renamed to
+ * pdbsym.sqlite.broken-<time>-<pid> with a line on stderr, and a new one made.
+ *
+ * The cap: the database file stays at or under max_bytes (an ingest evicts
+ * least recently used entries first, a few per transaction, and free pages
+ * are reused or given back by incremental vacuum).  The WAL next to it is
+ * outside the cap: up to one module's size during an ingest, truncated after
+ * ingests over 4 MiB, else at most 8 MiB (journal_size_limit).  A module that
+ * alone would pass the cap is refused (PS_E_LIMIT).  Lowering the cap takes
+ * effect at the next ingest.
+ *
+ * Negative entries: missing (negative_missing_ttl), malformed
+ * (negative_malformed_ttl), fetch error (5 minutes); a positive entry is
+ * never replaced by a negative one.
+ *
  * Thread safety: every function may be called from several threads at once.
+ * A module missing from memory is read from SQLite once; other threads asking
+ * for it meanwhile wait for that read.
  * Ownership: a symtab returned by store_get stays valid until store_release;
  * the store owns it.
  */
