@@ -21,6 +21,17 @@
 /* true when data starts with the ECMA-335 metadata signature "BSJB" */
 bool ppdb_is_metadata(const uint8_t *data, size_t len);
 
+/* The #Pdb stream's identity and table sizes, without reading the tables. */
+typedef struct {
+  uint8_t guid[16];           /* on-disk GUID layout */
+  uint32_t stamp;
+  uint32_t entry_point;       /* MethodDef token, 0 if none */
+  uint32_t documents;         /* Document rows */
+  uint32_t method_debug_rows; /* MethodDebugInformation rows */
+} ppdb_info;
+
+ps_err ppdb_identify(const uint8_t *data, size_t len, ppdb_info *out, ps_diag *diag);
+
 ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, ps_diag *diag);
 
 #endif

@@ -1,0 +1,430 @@
+/*
+ * test_ppdb_corpus.c - every sequence point of every corpus Portable PDB and
+ * of every embedded Portable PDB in the corpus PEs, looked up through
+ * st_lookup_token, against the PdbDump (System.Reflection.Metadata) oracle
+ * `.srm.jsonl[.gz]` beside it; names against its method names where the
+ * assembly is in the corpus; ids against the oracle and the MANIFEST.
+ * Hidden points are compared with the contract's rule (CONTRACT.md): the
+ * nearest visible point below, else above, else no line.
+ */
+#include <jansson.h>
+
+#include "corpus_util.h"
+#include "pe.h"
+#include "ppdb.h"
+#include "symtab.h"
+#include "test.h"
+
+typedef struct {
+  uint32_t token, il, sl, sc, el, ec, kickoff;
+  bool hidden;
+  const char *doc, *method; /* borrowed from the json */
+} opt;
+
+typedef struct {
+  char folder[256];
+  long points, agree, between, between_ok, names, names_ok, files, files_ok;
+} tally;
+
+static tally tallies[64];
+static int ntallies;
+static char corpus[1024];
+
+static tally *tally_for(const char *rel) {
+  char folder[256];
+  const char *s = strchr(rel, '/');
+  s = s ? strchr(s + 1, '/') : NULL;
+  size_t n = s ? (size_t)(s - rel) : strlen(rel);
+  if (n >= sizeof folder)
+    n = sizeof folder - 1;
+  memcpy(folder, rel, n);
+  folder[n] = 0;
+  for (int i = 0; i < ntallies; i++)
+    if (strcmp(tallies[i].folder, folder) == 0)
+      return &tallies[i];
+  if (ntallies == 64)
+    return &tallies[63];
+  tally *t = &tallies[ntallies++];
+  memset(t, 0, sizeof *t);
+  snprintf(t->folder, sizeof t->folder, "%s", folder);
+  return t;
+}
+
+static uint32_t hexu(json_t *v) {
+  const char *s = json_string_value(v);
+  return s ? (uint32_t)strtoul(s, NULL, 16) : 0;
+}
+static uint32_t numu(json_t *v) { return (uint32_t)json_integer_value(v); }
+
+/* `Ns.Type/Nested::Name<2>(sig)` -> `Ns.Type+Nested.Name`: PdbDump appends a
+ * generic method's arity as <N>; the contract's names carry none. */
+static void convert_name(const char *in, char *out, size_t cap) {
+  size_t o = 0;
+  const char *sep = strstr(in, "::");
+  for (const char *p = in; *p && o + 1 < cap; p++) {
+    if (sep && p > sep && *p == '(')
+      break;
+    if (p == sep) {
+      out[o++] = '.';
+      p++;
+    } else if (*p == '/' && (!sep || p < sep)) {
+      out[o++] = '+';
+    } else {
+      out[o++] = *p;
+    }
+  }
+  out[o] = 0;
+  char *lt = strrchr(out, '<');
+  if (lt && lt > out && o > 2 && out[o - 1] == '>' && lt[1] != '>' &&
+      strspn(lt + 1, "0123456789") == (size_t)(out + o - 1 - (lt + 1)))
+    *lt = 0;
+}
+
+static bool same_point(const st_symbol *s, const opt *p, bool hidden, long *file_mismatch) {
+  bool ok = s->hidden == hidden;
+  if (!p) /* hidden with no visible point: no line */
+    return ok && !s->has_line;
+  ok = ok && s->has_line && s->line == p->sl && s->column == p->sc && s->end_line == p->el &&
+       s->end_column == p->ec;
+  if (!s->file || strcmp(s->file, p->doc) != 0) {
+    (*file_mismatch)++;
+    ok = false;
+  }
+  return ok;
+}
+
+/* the oracle's expected answer for the point at index j of a method [b, e) */
+static const opt *expected(const opt *pts, size_t b, size_t e, size_t j) {
+  while (j + 1 < e && pts[j + 1].il == pts[j].il)
+    j++;
+  if (!pts[j].hidden)
+    return &pts[j];
+  for (size_t i = j; i-- > b;)
+    if (!pts[i].hidden && pts[i].il < pts[j].il)
+      return &pts[i];
+  for (size_t i = j + 1; i < e; i++)
+    if (!pts[i].hidden)
+      return &pts[i];
+  return NULL;
+}
+
+static int report_budget = 20;
+
+static void compare(const char *rel, const symtab *st, opt *pts, size_t n, bool names) {
+  tally *t = tally_for(rel);
+  long file_mm = 0;
+  size_t b = 0;
+  while (b < n) {
+    size_t e = b;
+    while (e < n && pts[e].token == pts[b].token)
+      e++;
+    for (size_t j = b; j < e; j++) {
+      const opt *p = &pts[j];
+      st_answer a;
+      st_lookup_token(st, p->token, p->il, &a);
+      size_t last = j;
+      while (last + 1 < e && pts[last + 1].il == p->il)
+        last++;
+      const opt *x = expected(pts, b, e, j);
+      bool ok = a.status == ST_OK && a.nsyms == 1 &&
+                same_point(&a.syms[0], x, pts[last].hidden, &file_mm);
+      if (ok && p->kickoff && a.syms[0].kickoff_token != p->kickoff)
+        ok = false;
+      if (ok && !p->kickoff && a.syms[0].kickoff_token)
+        ok = false;
+      t->points++;
+      if (ok)
+        t->agree++;
+      else if (report_budget-- > 0)
+        fprintf(stderr, "  %s: 0x%08X+0x%x: got line %u col %u-%u:%u hidden %d kickoff %x/%x file %s\n",
+                rel, p->token, p->il, a.nsyms ? a.syms[0].line : 0,
+                a.nsyms ? a.syms[0].column : 0, a.nsyms ? a.syms[0].end_line : 0,
+                a.nsyms ? a.syms[0].end_column : 0, a.nsyms ? a.syms[0].hidden : 0, a.nsyms ? a.syms[0].kickoff_token : 0, p->kickoff,
+                a.nsyms && a.syms[0].file ? a.syms[0].file : "-");
+      if (names && p->method && a.nsyms) {
+        char want[1024];
+        convert_name(p->method, want, sizeof want);
+        t->names++;
+        if (strcmp(want, a.syms[0].function) == 0)
+          t->names_ok++;
+        else if (report_budget-- > 0)
+          fprintf(stderr, "  %s: 0x%08X name %s, oracle %s\n", rel, p->token,
+                  a.syms[0].function, want);
+        if (p->kickoff) {
+          /* the kickoff's own name, where the oracle lists it */
+          for (size_t k = 0; k < n; k++) {
+            if (pts[k].token != p->kickoff || !pts[k].method)
+              continue;
+            convert_name(pts[k].method, want, sizeof want);
+            t->names++;
+            if (a.syms[0].async_method && strcmp(want, a.syms[0].async_method) == 0)
+              t->names_ok++;
+            break;
+          }
+        }
+      }
+      /* an offset between this point and the next answers with this point */
+      if (j == last) {
+        uint32_t probe = p->il + 1;
+        if (last + 1 == e || pts[last + 1].il > probe) {
+          st_lookup_token(st, p->token, probe, &a);
+          long dummy = 0;
+          t->between++;
+          if (a.status == ST_OK && a.nsyms == 1 &&
+              same_point(&a.syms[0], x, p->hidden, &dummy))
+            t->between_ok++;
+        }
+      }
+    }
+    b = e;
+  }
+  (void)file_mm;
+}
+
+/* parses the oracle; returns the points (caller frees) and the pdb line */
+static opt *load_oracle(const char *path, json_t ***keep, size_t *nkeep, size_t *n,
+                        json_t **pdb) {
+  size_t len;
+  char *text = (char *)cu_read(path, &len);
+  if (!text)
+    return NULL;
+  size_t cap = 1024, cnt = 0, kcap = 1024;
+  opt *pts = malloc(cap * sizeof *pts);
+  *keep = malloc(kcap * sizeof **keep);
+  *nkeep = 0;
+  *pdb = NULL;
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    json_t *j = json_loads(line, 0, NULL);
+    if (!j)
+      continue;
+    if (*nkeep == kcap) {
+      kcap *= 2;
+      *keep = realloc(*keep, kcap * sizeof **keep);
+    }
+    (*keep)[(*nkeep)++] = j;
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    if (kind && strcmp(kind, "pdb") == 0)
+      *pdb = j;
+    if (!kind || strcmp(kind, "sp") != 0)
+      continue;
+    if (cnt == cap) {
+      cap *= 2;
+      pts = realloc(pts, cap * sizeof *pts);
+    }
+    opt *p = &pts[cnt++];
+    p->token = hexu(json_object_get(j, "token"));
+    p->il = numu(json_object_get(j, "il"));
+    p->sl = numu(json_object_get(j, "sl"));
+    p->sc = numu(json_object_get(j, "sc"));
+    p->el = numu(json_object_get(j, "el"));
+    p->ec = numu(json_object_get(j, "ec"));
+    p->hidden = json_is_true(json_object_get(j, "hidden"));
+    p->doc = json_string_value(json_object_get(j, "doc"));
+    p->method = json_string_value(json_object_get(j, "method"));
+    p->kickoff = hexu(json_object_get(j, "kickoff"));
+    if (!p->doc)
+      p->doc = "";
+  }
+  free(text);
+  *n = cnt;
+  return pts;
+}
+
+static void free_oracle(opt *pts, json_t **keep, size_t nkeep) {
+  for (size_t i = 0; i < nkeep; i++)
+    json_decref(keep[i]);
+  free(keep);
+  free(pts);
+}
+
+static bool oracle_path(const char *abs, char *out, size_t cap) {
+  snprintf(out, cap, "%s.srm.jsonl", abs);
+  if (cu_exists(out))
+    return true;
+  snprintf(out, cap, "%s.srm.jsonl.gz", abs);
+  return cu_exists(out);
+}
+
+static void check_ids(const char *rel, const symtab *st, json_t *pdb) {
+  if (!pdb)
+    return;
+  char g[37];
+  cu_guid_str(st->ident.guid, g);
+  const char *want = json_string_value(json_object_get(pdb, "id_guid"));
+  if (!want || strcasecmp(g, want) != 0) {
+    t_failed_checks++;
+    fprintf(stderr, "  %s: id %s, oracle %s\n", rel, g, want ? want : "-");
+  }
+  CHECK_EQ_U(st->ident.stamp, hexu(json_object_get(pdb, "id_stamp")));
+  CHECK_EQ_U(st->ident.format, ST_FORMAT_PORTABLE);
+}
+
+/* the assembly for names: the first PE whose RSDS references the PDB, else a
+ * PE with the PDB's stem in pe/<repo>/ */
+static bool find_assembly(const char *rel, const char *pairing, char *out, size_t cap) {
+  const char *k = strstr(pairing, "referenced by RSDS of: ");
+  if (k) {
+    k += strlen("referenced by RSDS of: ");
+    size_t n = strcspn(k, ",;");
+    snprintf(out, cap, "%s/%.*s", corpus, (int)n, k);
+    if (cu_exists(out))
+      return true;
+  }
+  const char *repo = strchr(rel, '/') + 1;
+  const char *base = strrchr(rel, '/') + 1;
+  const char *dot = strrchr(base, '.');
+  static const char *exts[] = {".dll", ".exe", ".dllx", ".exex"};
+  for (int i = 0; i < 4; i++) {
+    snprintf(out, cap, "%s/pe/%.*s%.*s%s", corpus, (int)(base - repo), repo,
+             (int)(dot - base), base, exts[i]);
+    if (cu_exists(out))
+      return true;
+  }
+  return false;
+}
+
+static void add_names(symtab *st, const char *pe_path, bool *have) {
+  size_t len;
+  uint8_t *pe = cu_read(pe_path, &len);
+  *have = false;
+  if (!pe)
+    return;
+  ps_diag d;
+  ps_diag_clear(&d);
+  ps_budget b;
+  ps_budget_init(&b, PS_DEFAULT_BUDGET);
+  ps_err e = pe_method_names(pe, len, &b, st, &d);
+  if (e == PS_E_OK)
+    *have = true;
+  else {
+    char buf[256];
+    fprintf(stderr, "  %s: names: %s\n", pe_path, ps_diag_format(&d, buf, sizeof buf));
+  }
+  free(pe);
+}
+
+static int files_seen;
+
+static void check_table(const char *rel, symtab *st, const char *oracle, const char *names_pe) {
+  json_t **keep;
+  size_t nkeep, n;
+  json_t *pdb;
+  opt *pts = load_oracle(oracle, &keep, &nkeep, &n, &pdb);
+  if (!pts) {
+    fprintf(stderr, "  %s: no oracle\n", rel);
+    return;
+  }
+  bool names = false;
+  if (names_pe)
+    add_names(st, names_pe, &names);
+  check_ids(rel, st, pdb);
+  tally *t = tally_for(rel);
+  t->files++;
+  long before = t->points - t->agree;
+  compare(rel, st, pts, n, names);
+  if (t->points - t->agree == before)
+    t->files_ok++;
+  free_oracle(pts, keep, nkeep);
+  files_seen++;
+}
+
+static void on_row(char **cols, int ncols, void *ctx) {
+  (void)ncols;
+  (void)ctx;
+  const char *rel = cols[0], *kind = cols[1], *pairing = cols[12], *notes = cols[14];
+  bool ppdb = strcmp(kind, "portable-pdb") == 0;
+  bool emb = strcmp(kind, "pe-with-embedded-ppdb") == 0;
+  if (!ppdb && !emb)
+    return;
+  char abs[4096], oracle[4200], pe_path[4096];
+  snprintf(abs, sizeof abs, "%s/%s", corpus, rel);
+  size_t len;
+  uint8_t *data = cu_read(abs, &len);
+  if (!data) {
+    CHECK(!"corpus file unreadable");
+    return;
+  }
+  ps_diag d;
+  ps_diag_clear(&d);
+  ps_budget b;
+  ps_budget_init(&b, PS_DEFAULT_BUDGET);
+  symtab st;
+  st_init(&st, &b);
+  char buf[320];
+  if (ppdb) {
+    ps_err e = ppdb_read(data, len, &b, &st, &d);
+    if (strstr(notes, "Edit-and-Continue DELTA")) {
+      /* a delta cannot be decoded on its own: a clear unsupported error */
+      CHECK_EQ_U(e, PS_E_UNSUPPORTED);
+      printf("  %s: %s\n", rel, ps_diag_format(&d, buf, sizeof buf));
+    } else if (e != PS_E_OK) {
+      t_failed_checks++;
+      fprintf(stderr, "  %s: %s\n", rel, ps_diag_format(&d, buf, sizeof buf));
+    } else if (oracle_path(abs, oracle, sizeof oracle)) {
+      ppdb_info info;
+      ps_diag_clear(&d);
+      CHECK_EQ_U(ppdb_identify(data, len, &info, &d), PS_E_OK);
+      bool asm_found = find_assembly(rel, pairing, pe_path, sizeof pe_path);
+      check_table(rel, &st, oracle, asm_found ? pe_path : NULL);
+    }
+  } else {
+    uint8_t *pdb = NULL;
+    size_t pdb_len = 0;
+    ps_err e = pe_embedded_pdb(data, len, 64u << 20, &pdb, &pdb_len, &d);
+    if (e == PS_E_OK)
+      e = ppdb_read(pdb, pdb_len, &b, &st, &d);
+    if (e != PS_E_OK) {
+      t_failed_checks++;
+      fprintf(stderr, "  %s: %s\n", rel, ps_diag_format(&d, buf, sizeof buf));
+    } else {
+      /* the MANIFEST's embedded id: "EMBEDDED ppdb id GUID/STAMP" */
+      const char *k = strstr(pairing, "EMBEDDED ppdb id ");
+      char g[37];
+      cu_guid_str(st.ident.guid, g);
+      char want[64] = "";
+      if (k)
+        snprintf(want, sizeof want, "%.45s", k + strlen("EMBEDDED ppdb id "));
+      char got[64];
+      snprintf(got, sizeof got, "%s/%08X", g, st.ident.stamp);
+      if (strncmp(got, want, strlen(got)) != 0) {
+        t_failed_checks++;
+        fprintf(stderr, "  %s: embedded id %s, MANIFEST %s\n", rel, got, want);
+      }
+      if (oracle_path(abs, oracle, sizeof oracle))
+        check_table(rel, &st, oracle, abs);
+    }
+    free(pdb);
+  }
+  st_free(&st);
+  free(data);
+}
+
+TEST(corpus_sequence_points) {
+  if (!cu_corpus_dir(corpus, sizeof corpus))
+    SKIP("../shared/corpus absent");
+  CHECK(cu_manifest(corpus, on_row, NULL));
+  long p = 0, a = 0;
+  printf("  %-40s %6s %9s %9s %9s %9s\n", "folder", "files", "points", "agree", "between",
+         "names");
+  for (int i = 0; i < ntallies; i++) {
+    tally *t = &tallies[i];
+    printf("  %-40s %2ld/%-3ld %9ld %9ld %4ld/%-4ld %4ld/%-4ld\n", t->folder, t->files_ok,
+           t->files, t->points, t->agree, t->between_ok, t->between, t->names_ok, t->names);
+    p += t->points;
+    a += t->agree;
+    CHECK_EQ_U(t->agree, t->points);
+    CHECK_EQ_U(t->between_ok, t->between);
+    CHECK_EQ_U(t->names_ok, t->names);
+  }
+  printf("  total: %d files, %ld points, %ld agree\n", files_seen, p, a);
+  CHECK(files_seen > 0 && p > 0);
+}
+
+int main(void) {
+  RUN(corpus_sequence_points);
+  int rc = test_summary();
+  if (rc == 0 && t_skipped && !t_passed)
+    return 77;
+  return rc;
+}
