@@ -358,7 +358,10 @@ const char *md_string(const md_meta *m, uint32_t idx, size_t *len) {
   if (!m->strings || idx >= m->strings_len)
     return NULL;
   const uint8_t *s = m->strings + idx;
-  const uint8_t *nul = memchr(s, 0, m->strings_len - idx);
+  size_t scan = m->strings_len - idx;
+  if (scan > MD_MAX_STRING + 1)
+    scan = MD_MAX_STRING + 1; /* bounds the work a hostile unterminated heap costs */
+  const uint8_t *nul = memchr(s, 0, scan);
   if (!nul)
     return NULL;
   if (len)

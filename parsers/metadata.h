@@ -72,7 +72,9 @@ static inline uint32_t md_rows(const md_meta *m, unsigned table) {
 uint32_t md_get(const md_meta *m, unsigned table, uint32_t row, unsigned col);
 
 /* #Strings entry at idx: borrowed, NUL-terminated within the heap; NULL if idx
- * is out of the heap or the string is not terminated.  *len may be NULL. */
+ * is out of the heap or no NUL follows within MD_MAX_STRING bytes (real
+ * identifiers stay under 1024).  *len may be NULL. */
+#define MD_MAX_STRING 4096
 const char *md_string(const md_meta *m, uint32_t idx, size_t *len);
 /* #Blob entry at idx (compressed length prefix); false if out of the heap.
  * idx 0 is the empty blob. */

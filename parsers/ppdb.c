@@ -24,6 +24,7 @@
 
 #define PPDB_MAX_NAME 8192 /* longest document name kept (longer names are cut) */
 #define PPDB_MAX_LINE 0x20000000u
+#define PPDB_WORK_BASE ((size_t)1 << 20)
 
 /* CustomDebugInformation kind: Source Link, {CC110556-A091-4D38-9FEC-25AB9A351A6A} */
 static const uint8_t GUID_SOURCE_LINK[16] = {0x56, 0x05, 0x11, 0xCC, 0x91, 0xA0, 0x38, 0x4D,
@@ -31,9 +32,10 @@ static const uint8_t GUID_SOURCE_LINK[16] = {0x56, 0x05, 0x11, 0xCC, 0x91, 0xA0,
 
 bool ppdb_is_metadata(const uint8_t *data, size_t len) { return md_is_metadata(data, len); }
 
-/* Joins the name blob's parts with its separator (spec "Document Name Blob"). */
+/* Joins the name blob's parts with its separator (spec "Document Name Blob").
+ * *work counts parts and bytes against a cap: rows may share one long blob. */
 static uint32_t document_name(const md_meta *m, symtab *st, uint32_t blob_idx, char *buf,
-                              ps_diag *diag, uint32_t row) {
+                              ps_diag *diag, uint32_t row, size_t *work) {
   const uint8_t *p;
   size_t n;
   if (!md_blob(m, blob_idx, &p, &n)) {
@@ -62,6 +64,13 @@ static uint32_t document_name(const md_meta *m, symtab *st, uint32_t blob_idx, c
                   "row %u: bad name part", (unsigned)row);
       return ST_NONE;
     }
+    *work -= *work ? 1 : 0;
+    if (*work < pn + 1) {
+      ps_diag_set(diag, PS_E_LIMIT, "Document table", (size_t)-1,
+                  "row %u: document names exceed the work limit", (unsigned)row);
+      return ST_NONE;
+    }
+    *work -= pn < PPDB_MAX_NAME ? pn : PPDB_MAX_NAME;
     if (sep && !first && len < PPDB_MAX_NAME)
       buf[len++] = (char)sep;
     first = false;
@@ -79,6 +88,7 @@ typedef struct {
   const uint32_t *docs; /* string offsets per document row (index row-1) */
   uint32_t ndocs;
   ps_diag *diag;
+  size_t points_left; /* cap on decoded points (rows may share one blob) */
 } sp_ctx;
 
 static ps_err sp_fail(sp_ctx *c, uint32_t row, const char *msg) {
@@ -148,6 +158,9 @@ static ps_err read_seqpts(sp_ctx *c, uint32_t row, uint32_t doc, const uint8_t *
       sp.column = (uint16_t)col;
       sp.end_column = (uint16_t)end_col;
     }
+    if (c->points_left-- == 0)
+      return ps_diag_set(c->diag, PS_E_LIMIT, "MethodDebugInformation", (size_t)-1,
+                         "more sequence points than the input can plausibly hold");
     if (!st_add_seqpt(c->st, &sp))
       return ps_diag_set(c->diag, c->st->err, "sequence points", (size_t)-1, "out of budget");
   }
@@ -199,8 +212,11 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
                        (unsigned)ndocs);
   }
   e = PS_E_OK;
+  /* work caps: blobs may be shared by many rows, so the input size alone does
+   * not bound the decoded size; legitimate files stay far below these */
+  size_t work = len > PPDB_WORK_BASE ? len * 16 : PPDB_WORK_BASE * 16;
   for (uint32_t i = 1; i <= ndocs && e == PS_E_OK; i++) {
-    uint32_t s = document_name(&m, st, md_get(&m, MD_DOCUMENT, i, 0), buf, diag, i);
+    uint32_t s = document_name(&m, st, md_get(&m, MD_DOCUMENT, i, 0), buf, diag, i, &work);
     if (s == ST_NONE)
       e = diag->code ? diag->code : PS_E_CORRUPT;
     else
@@ -210,7 +226,7 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
   ps_budget_release(budget, PPDB_MAX_NAME);
 
   /* sequence points: MethodDebugInformation row i is MethodDef row i */
-  sp_ctx c = {&m, st, docs, ndocs, diag};
+  sp_ctx c = {&m, st, docs, ndocs, diag, len > PPDB_WORK_BASE ? len * 4 : PPDB_WORK_BASE * 4};
   uint32_t nmdi = md_rows(&m, MD_METHODDEBUGINFO);
   for (uint32_t i = 1; i <= nmdi && e == PS_E_OK; i++) {
     uint32_t doc = md_get(&m, MD_METHODDEBUGINFO, i, 0);
