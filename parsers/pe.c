@@ -413,10 +413,10 @@ ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symta
       continue;
     size_t tlen = type_name(&m, enclosing, t, buf);
     for (uint32_t mi = first; mi < end; mi++) {
-      size_t n, len = append(buf, tlen, ".", 1);
+      size_t n, nlen = append(buf, tlen, ".", 1);
       const char *name = md_string(&m, md_get(&m, MD_METHODDEF, mi, 3), &n);
-      len = append(buf, len, name, n);
-      uint32_t s = st_str(st, buf, len);
+      nlen = append(buf, nlen, name, n);
+      uint32_t s = st_str(st, buf, nlen);
       uint32_t token = 0x06000000u | mi;
       const st_method *sm = was_finished ? find_sorted(st, nsorted, token) : NULL;
       bool ok;

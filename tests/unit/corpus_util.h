@@ -16,7 +16,7 @@
 #include <zlib.h>
 
 /* corpus root into buf, or false (the caller skips with exit 77) */
-static bool cu_corpus_dir(char *buf, size_t cap) {
+static inline bool cu_corpus_dir(char *buf, size_t cap) {
   const char *src = getenv("PDBSYM_SOURCE_DIR");
   snprintf(buf, cap, "%s/../shared/corpus", src ? src : ".");
   struct stat st;
@@ -24,7 +24,7 @@ static bool cu_corpus_dir(char *buf, size_t cap) {
 }
 
 /* whole file (transparently gunzipped when it ends in .gz); caller frees */
-static uint8_t *cu_read(const char *path, size_t *len) {
+static inline uint8_t *cu_read(const char *path, size_t *len) {
   gzFile f = gzopen(path, "rb");
   if (!f)
     return NULL;
@@ -52,13 +52,13 @@ static uint8_t *cu_read(const char *path, size_t *len) {
   return buf;
 }
 
-static bool cu_exists(const char *path) {
+static inline bool cu_exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* "ABCD..." upper-case GUID text (8-4-4-4-12) from on-disk bytes */
-static void cu_guid_str(const uint8_t g[16], char out[37]) {
+static inline void cu_guid_str(const uint8_t g[16], char out[37]) {
   snprintf(out, 37, "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
            g[3], g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12],
            g[13], g[14], g[15]);
@@ -66,7 +66,7 @@ static void cu_guid_str(const uint8_t g[16], char out[37]) {
 
 /* MANIFEST.tsv rows: calls fn(cols, ncols, ctx) for each data row */
 typedef void (*cu_row_fn)(char **cols, int ncols, void *ctx);
-static bool cu_manifest(const char *corpus, cu_row_fn fn, void *ctx) {
+static inline bool cu_manifest(const char *corpus, cu_row_fn fn, void *ctx) {
   char path[4096];
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", corpus);
   size_t len;
