@@ -110,8 +110,32 @@ static const opt *expected(const opt *pts, size_t b, size_t e, size_t j) {
 
 static int report_budget = 20;
 
+static const opt *sort_base;
+static int cmp_idx(const void *a, const void *b) {
+  uint32_t x = sort_base[*(const size_t *)a].token, y = sort_base[*(const size_t *)b].token;
+  return x < y ? -1 : x > y;
+}
+
+/* any oracle point of a method, through an index sorted by token */
+static const opt *by_token(const opt *pts, const size_t *idx, size_t n, uint32_t token) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (pts[idx[mid]].token < token)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && pts[idx[lo]].token == token ? &pts[idx[lo]] : NULL;
+}
+
 static void compare(const char *rel, const symtab *st, opt *pts, size_t n, bool names) {
   tally *t = tally_for(rel);
+  size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+  for (size_t i = 0; i < n; i++)
+    idx[i] = i;
+  sort_base = pts;
+  qsort(idx, n, sizeof *idx, cmp_idx);
   long file_mm = 0;
   size_t b = 0;
   while (b < n) {
@@ -152,14 +176,12 @@ static void compare(const char *rel, const symtab *st, opt *pts, size_t n, bool 
                   a.syms[0].function, want);
         if (p->kickoff) {
           /* the kickoff's own name, where the oracle lists it */
-          for (size_t k = 0; k < n; k++) {
-            if (pts[k].token != p->kickoff || !pts[k].method)
-              continue;
-            convert_name(pts[k].method, want, sizeof want);
+          const opt *kp = by_token(pts, idx, n, p->kickoff);
+          if (kp && kp->method) {
+            convert_name(kp->method, want, sizeof want);
             t->names++;
             if (a.syms[0].async_method && strcmp(want, a.syms[0].async_method) == 0)
               t->names_ok++;
-            break;
           }
         }
       }
@@ -179,6 +201,7 @@ static void compare(const char *rel, const symtab *st, opt *pts, size_t n, bool 
     b = e;
   }
   (void)file_mm;
+  free(idx);
 }
 
 /* parses the oracle; returns the points (caller frees) and the pdb line */
