@@ -32,16 +32,18 @@ static const uint8_t GUID_SOURCE_LINK[16] = {0x56, 0x05, 0x11, 0xCC, 0x91, 0xA0,
 
 bool ppdb_is_metadata(const uint8_t *data, size_t len) { return md_is_metadata(data, len); }
 
-/* Joins the name blob's parts with its separator (spec "Document Name Blob").
- * *work counts parts and bytes against a cap: rows may share one long blob. */
-static uint32_t document_name(const md_meta *m, symtab *st, uint32_t blob_idx, char *buf,
-                              ps_diag *diag, uint32_t row, size_t *work) {
+/* Joins the name blob's parts with its separator (spec "Document Name Blob")
+ * into buf (PPDB_MAX_NAME bytes, not NUL-terminated); returns the length or
+ * (size_t)-1 with diag set.  *work counts parts and bytes against a cap: rows
+ * may share one long blob. */
+static size_t document_name(const md_meta *m, uint32_t blob_idx, char *buf, ps_diag *diag,
+                            uint32_t row, size_t *work) {
   const uint8_t *p;
   size_t n;
   if (!md_blob(m, blob_idx, &p, &n)) {
     ps_diag_set(diag, PS_E_CORRUPT, "Document table", (size_t)-1,
                 "row %u: name blob index 0x%x outside #Blob", (unsigned)row, (unsigned)blob_idx);
-    return ST_NONE;
+    return (size_t)-1;
   }
   if (n == 0)
     return 0;
@@ -51,7 +53,7 @@ static uint32_t document_name(const md_meta *m, symtab *st, uint32_t blob_idx, c
   if (sep > 0x7F) {
     ps_diag_set(diag, PS_E_CORRUPT, "Document table", (size_t)-1,
                 "row %u: name separator 0x%02x is not ASCII", (unsigned)row, sep);
-    return ST_NONE;
+    return (size_t)-1;
   }
   size_t len = 0;
   bool first = true;
@@ -62,15 +64,15 @@ static uint32_t document_name(const md_meta *m, symtab *st, uint32_t blob_idx, c
     if (!rd_ok(&r) || !md_blob(m, part, &pp, &pn)) {
       ps_diag_set(diag, PS_E_CORRUPT, "Document table", (size_t)-1,
                   "row %u: bad name part", (unsigned)row);
-      return ST_NONE;
+      return (size_t)-1;
     }
-    *work -= *work ? 1 : 0;
-    if (*work < pn + 1) {
+    size_t cost = 1 + (pn < PPDB_MAX_NAME ? pn : PPDB_MAX_NAME);
+    if (*work < cost) {
       ps_diag_set(diag, PS_E_LIMIT, "Document table", (size_t)-1,
                   "row %u: document names exceed the work limit", (unsigned)row);
-      return ST_NONE;
+      return (size_t)-1;
     }
-    *work -= pn < PPDB_MAX_NAME ? pn : PPDB_MAX_NAME;
+    *work -= cost;
     if (sep && !first && len < PPDB_MAX_NAME)
       buf[len++] = (char)sep;
     first = false;
@@ -79,7 +81,11 @@ static uint32_t document_name(const md_meta *m, symtab *st, uint32_t blob_idx, c
       memcpy(buf + len, pp, take);
     len += take;
   }
-  return st_str(st, buf, len);
+  return len;
+}
+
+static size_t work_cap(size_t len, size_t per_byte) {
+  return (len > PPDB_WORK_BASE ? len : PPDB_WORK_BASE) * per_byte;
 }
 
 typedef struct {
@@ -167,6 +173,73 @@ static ps_err read_seqpts(sp_ctx *c, uint32_t row, uint32_t doc, const uint8_t *
   return PS_E_OK;
 }
 
+/* Document hash algorithms and languages (Portable PDB spec, Document table) */
+static const struct {
+  uint8_t guid[16];
+  const char *name;
+} KNOWN_GUIDS[] = {
+    /* {ff1816ec-aa5e-4d10-87f7-6f4963833460} SHA-1 */
+    {{0xec, 0x16, 0x18, 0xff, 0x5e, 0xaa, 0x10, 0x4d, 0x87, 0xf7, 0x6f, 0x49, 0x63, 0x83, 0x34,
+      0x60}, "SHA1"},
+    /* {8829d00f-11b8-4213-878b-770e8597ac16} SHA-256 */
+    {{0x0f, 0xd0, 0x29, 0x88, 0xb8, 0x11, 0x13, 0x42, 0x87, 0x8b, 0x77, 0x0e, 0x85, 0x97, 0xac,
+      0x16}, "SHA256"},
+    /* {3f5162f8-07c6-11d3-9053-00c04fa302a1} C# */
+    {{0xf8, 0x62, 0x51, 0x3f, 0xc6, 0x07, 0xd3, 0x11, 0x90, 0x53, 0x00, 0xc0, 0x4f, 0xa3, 0x02,
+      0xa1}, "C#"},
+    /* {3a12d0b8-c26c-11d0-b442-00a0244a1dd2} Visual Basic */
+    {{0xb8, 0xd0, 0x12, 0x3a, 0x6c, 0xc2, 0xd0, 0x11, 0xb4, 0x42, 0x00, 0xa0, 0x24, 0x4a, 0x1d,
+      0xd2}, "VB"},
+    /* {ab4f38c9-b6e6-43ba-be3b-58080b2ccce3} F# */
+    {{0xc9, 0x38, 0x4f, 0xab, 0xe6, 0xb6, 0xba, 0x43, 0xbe, 0x3b, 0x58, 0x08, 0x0b, 0x2c, 0xcc,
+      0xe3}, "F#"},
+};
+
+const char *ppdb_guid_name(const uint8_t guid[16]) {
+  for (size_t i = 0; i < sizeof KNOWN_GUIDS / sizeof KNOWN_GUIDS[0]; i++)
+    if (memcmp(KNOWN_GUIDS[i].guid, guid, 16) == 0)
+      return KNOWN_GUIDS[i].name;
+  return NULL;
+}
+
+ps_err ppdb_documents(const uint8_t *data, size_t len, ppdb_document_fn fn, void *ctx,
+                      ps_diag *diag) {
+  md_meta m;
+  ps_err e = md_open(&m, data, len, 0, diag);
+  if (e != PS_E_OK)
+    return e;
+  if (!m.has_pdb)
+    return ps_diag_set(diag, PS_E_UNSUPPORTED, "metadata", 0,
+                       "no #Pdb stream: ECMA-335 metadata but not a Portable PDB");
+  char *buf = malloc(PPDB_MAX_NAME + 1);
+  if (!buf)
+    return ps_diag_set(diag, PS_E_NOMEM, "Document table", (size_t)-1, "name buffer");
+  size_t work = work_cap(len, 16);
+  uint32_t ndocs = md_rows(&m, MD_DOCUMENT);
+  for (uint32_t i = 1; i <= ndocs; i++) {
+    ppdb_document d;
+    memset(&d, 0, sizeof d);
+    d.row = i;
+    size_t n = document_name(&m, md_get(&m, MD_DOCUMENT, i, 0), buf, diag, i, &work);
+    if (n == (size_t)-1) {
+      e = diag->code ? diag->code : PS_E_CORRUPT;
+      break;
+    }
+    buf[n] = '\0';
+    d.name = buf;
+    md_guid(&m, md_get(&m, MD_DOCUMENT, i, 1), d.hash_alg);
+    md_guid(&m, md_get(&m, MD_DOCUMENT, i, 3), d.language);
+    if (!md_blob(&m, md_get(&m, MD_DOCUMENT, i, 2), &d.hash, &d.hash_len)) {
+      e = ps_diag_set(diag, PS_E_CORRUPT, "Document table", (size_t)-1,
+                      "row %u: hash blob outside #Blob", (unsigned)i);
+      break;
+    }
+    fn(&d, ctx);
+  }
+  free(buf);
+  return e;
+}
+
 ps_err ppdb_identify(const uint8_t *data, size_t len, ppdb_info *out, ps_diag *diag) {
   memset(out, 0, sizeof *out);
   md_meta m;
@@ -214,19 +287,19 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
   e = PS_E_OK;
   /* work caps: blobs may be shared by many rows, so the input size alone does
    * not bound the decoded size; legitimate files stay far below these */
-  size_t work = len > PPDB_WORK_BASE ? len * 16 : PPDB_WORK_BASE * 16;
+  size_t work = work_cap(len, 16);
   for (uint32_t i = 1; i <= ndocs && e == PS_E_OK; i++) {
-    uint32_t s = document_name(&m, st, md_get(&m, MD_DOCUMENT, i, 0), buf, diag, i, &work);
-    if (s == ST_NONE)
+    size_t n = document_name(&m, md_get(&m, MD_DOCUMENT, i, 0), buf, diag, i, &work);
+    if (n == (size_t)-1)
       e = diag->code ? diag->code : PS_E_CORRUPT;
     else
-      docs[i - 1] = s;
+      docs[i - 1] = st_str(st, buf, n);
   }
   free(buf);
   ps_budget_release(budget, PPDB_MAX_NAME);
 
   /* sequence points: MethodDebugInformation row i is MethodDef row i */
-  sp_ctx c = {&m, st, docs, ndocs, diag, len > PPDB_WORK_BASE ? len * 4 : PPDB_WORK_BASE * 4};
+  sp_ctx c = {&m, st, docs, ndocs, diag, work_cap(len, 4)};
   uint32_t nmdi = md_rows(&m, MD_METHODDEBUGINFO);
   for (uint32_t i = 1; i <= nmdi && e == PS_E_OK; i++) {
     uint32_t doc = md_get(&m, MD_METHODDEBUGINFO, i, 0);
