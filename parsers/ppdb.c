@@ -298,17 +298,36 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
   free(buf);
   ps_budget_release(budget, PPDB_MAX_NAME);
 
+  /* state machines: MoveNext -> kickoff, kept per MethodDef row so each method
+   * gets one record (st_finish would otherwise insert them one at a time) */
+  uint32_t nmdi = md_rows(&m, MD_METHODDEBUGINFO);
+  uint32_t *kick = e == PS_E_OK ? ps_alloc_array(budget, (size_t)nmdi + 1, sizeof *kick, &ae)
+                                : NULL;
+  if (e == PS_E_OK && !kick)
+    e = ps_diag_set(diag, ae, "MethodDebugInformation", (size_t)-1, "%u rows",
+                    (unsigned)nmdi);
+  uint32_t nsm = md_rows(&m, MD_STATEMACHINEMETHOD);
+  for (uint32_t i = 1; i <= nsm && e == PS_E_OK; i++) {
+    uint32_t mn = md_get(&m, MD_STATEMACHINEMETHOD, i, 0);
+    uint32_t ko = md_get(&m, MD_STATEMACHINEMETHOD, i, 1);
+    if (mn == 0 || ko == 0 || mn > 0xFFFFFF || ko > 0xFFFFFF)
+      e = ps_diag_set(diag, PS_E_CORRUPT, "StateMachineMethod", (size_t)-1,
+                      "row %u: method row out of range", (unsigned)i);
+    else if (mn <= nmdi)
+      kick[mn] = 0x06000000u | ko;
+    else if (!st_add_method(st, 0x06000000u | mn, 0, 0x06000000u | ko))
+      e = ps_diag_set(diag, st->err, "StateMachineMethod", (size_t)-1, "out of budget");
+  }
+
   /* sequence points: MethodDebugInformation row i is MethodDef row i */
   sp_ctx c = {&m, st, docs, ndocs, diag, work_cap(len, 4)};
-  uint32_t nmdi = md_rows(&m, MD_METHODDEBUGINFO);
   for (uint32_t i = 1; i <= nmdi && e == PS_E_OK; i++) {
+    size_t before = st->nseqpts;
     uint32_t doc = md_get(&m, MD_METHODDEBUGINFO, i, 0);
     uint32_t blob = md_get(&m, MD_METHODDEBUGINFO, i, 1);
     const uint8_t *p;
     size_t n;
-    if (blob == 0)
-      continue;
-    if (!md_blob(&m, blob, &p, &n)) {
+    if (blob != 0 && !md_blob(&m, blob, &p, &n)) {
       e = ps_diag_set(diag, PS_E_CORRUPT, "MethodDebugInformation", (size_t)-1,
                       "row %u: blob index 0x%x outside #Blob", (unsigned)i, (unsigned)blob);
       break;
@@ -317,24 +336,20 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
       e = sp_fail(&c, i, "document row out of range");
       break;
     }
-    e = read_seqpts(&c, i, doc, p, n);
+    if (blob != 0)
+      e = read_seqpts(&c, i, doc, p, n);
+    if (e == PS_E_OK && (st->nseqpts > before || kick[i]) &&
+        !st_add_method(st, 0x06000000u | i, 0, kick[i]))
+      e = ps_diag_set(diag, st->err, "MethodDebugInformation", (size_t)-1, "out of budget");
+  }
+  if (kick) {
+    free(kick);
+    ps_budget_release(budget, ((size_t)nmdi + 1) * sizeof *kick);
   }
   free(docs);
   ps_budget_release(budget, (size_t)ndocs * sizeof *docs);
   if (e != PS_E_OK)
     return e;
-
-  /* state machines: MoveNext -> kickoff */
-  uint32_t nsm = md_rows(&m, MD_STATEMACHINEMETHOD);
-  for (uint32_t i = 1; i <= nsm; i++) {
-    uint32_t mn = md_get(&m, MD_STATEMACHINEMETHOD, i, 0);
-    uint32_t ko = md_get(&m, MD_STATEMACHINEMETHOD, i, 1);
-    if (mn == 0 || ko == 0 || mn > 0xFFFFFF || ko > 0xFFFFFF)
-      return ps_diag_set(diag, PS_E_CORRUPT, "StateMachineMethod", (size_t)-1,
-                         "row %u: method row out of range", (unsigned)i);
-    if (!st_add_method(st, 0x06000000u | mn, 0, 0x06000000u | ko))
-      return ps_diag_set(diag, st->err, "StateMachineMethod", (size_t)-1, "out of budget");
-  }
 
   /* Source Link: CustomDebugInformation on the module (HasCustomDebugInformation
    * tag 7 = Module, row 1) */
