@@ -16,6 +16,11 @@ entry, a PDB checksum entry, and metadata with TypeDef/MethodDef/NestedClass:
              il 0 hidden, il 7 -> 30:5-30:8
 A second Portable PDB names its table stream "#-" (an EnC delta's).
 
+tests/fuzz/synthetic.dll.srm.jsonl is what PdbDump (../shared/dotnet/PdbDump.cs,
+System.Reflection.Metadata 1.4.3 on .NET Core 2.2.2) prints for pe/synthetic.dll.bin
+(`dotnet PdbDump.dll synthetic.dll.bin`, srm_path cut to the file name): an
+independent reading of these bytes, which test_ppdb compares with ours.
+
 Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/ppdb/*.bin and OUT_DIR/pe/*.bin)
 """
 import os
@@ -78,7 +83,12 @@ def tables(rows, content, heap_sizes=0):
     valid = 0
     for t in rows:
         valid |= 1 << t
-    out = struct.pack("<IBBBBQQ", 0, 2, 0, heap_sizes, 1, valid, 0)
+    # the tables ECMA-335 II.22 and the Portable PDB spec require sorted (readers check)
+    sorted_mask = 0
+    for t in (0x09, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x18, 0x19, 0x1C, 0x1D, 0x29, 0x2A, 0x2C,
+              0x32, 0x36, 0x37):
+        sorted_mask |= 1 << t
+    out = struct.pack("<IBBBBQQ", 0, 2, 0, heap_sizes, 1, valid, sorted_mask)
     for t in sorted(rows):
         out += struct.pack("<I", rows[t])
     return out + content

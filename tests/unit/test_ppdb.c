@@ -6,11 +6,7 @@
  */
 #include <stdlib.h>
 
-#include "corpus_util.h"
-#include "pe.h"
-#include "ppdb.h"
-#include "symtab.h"
-#include "test.h"
+#include "srm_oracle.h"
 
 static uint8_t *seed(const char *name, size_t *len) {
   const char *src = getenv("PDBSYM_SOURCE_DIR");
@@ -158,8 +154,40 @@ TEST(enc_delta_refused) {
   free(data);
 }
 
+/* the same bytes as System.Reflection.Metadata reads them (PdbDump) */
+TEST(synthetic_against_pdbdump) {
+  size_t len, pdb_len;
+  uint8_t *pe = seed("pe/synthetic.dll.bin", &len);
+  if (!pe)
+    SKIP("seed missing");
+  const char *src = getenv("PDBSYM_SOURCE_DIR");
+  char oracle[4096], pe_path[4096];
+  snprintf(oracle, sizeof oracle, "%s/tests/fuzz/synthetic.dll.srm.jsonl", src ? src : ".");
+  snprintf(pe_path, sizeof pe_path, "%s/tests/fuzz/corpus/pe/synthetic.dll.bin",
+           src ? src : ".");
+  uint8_t *pdb = NULL;
+  ps_diag d;
+  ps_diag_clear(&d);
+  CHECK_EQ_U(pe_embedded_pdb(pe, len, 1 << 20, &pdb, &pdb_len, &d), PS_E_OK);
+  symtab st;
+  st_init(&st, NULL);
+  CHECK_EQ_U(ppdb_read(pdb, pdb_len, NULL, &st, &d), PS_E_OK);
+  check_table("synthetic/pe/synthetic.dll", &st, oracle, pe_path, pdb, pdb_len);
+  tally *t = &tallies[0];
+  CHECK(ntallies == 1 && t->points == 6);
+  CHECK_EQ_U(t->agree, t->points);
+  CHECK_EQ_U(t->names_ok, t->names);
+  CHECK_EQ_U(t->between_ok, t->between);
+  CHECK_EQ_U(docs_ok, 2);
+  CHECK_EQ_U(docs_compared, 2);
+  st_free(&st);
+  free(pdb);
+  free(pe);
+}
+
 int main(void) {
   RUN(synthetic_portable_pdb);
+  RUN(synthetic_against_pdbdump);
   RUN(synthetic_pe);
   RUN(enc_delta_refused);
   return test_summary();
