@@ -343,17 +343,28 @@ static size_t type_name(const md_meta *m, const uint32_t *enclosing, uint32_t t,
   return len;
 }
 
-/* methods[0, n) are sorted by token (a finished table; later additions lie past n) */
-static const st_method *find_sorted(const symtab *st, size_t n, uint32_t token) {
+typedef struct {
+  uint32_t token, index;
+} tok_index;
+
+static int cmp_tok_index(const void *x, const void *y) {
+  const tok_index *a = x, *b = y;
+  if (a->token != b->token)
+    return a->token < b->token ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* the first method record with token, through an index sorted by token */
+static long find_method(const tok_index *idx, size_t n, uint32_t token) {
   size_t lo = 0, hi = n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (st->methods[mid].token < token)
+    if (idx[mid].token < token)
       lo = mid + 1;
     else
       hi = mid;
   }
-  return lo < n && st->methods[lo].token == token ? &st->methods[lo] : NULL;
+  return lo < n && idx[lo].token == token ? (long)idx[lo].index : -1;
 }
 
 ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
@@ -402,8 +413,23 @@ ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symta
     if (nested && nested <= ntypes && outer <= ntypes && outer != nested)
       enclosing[nested] = outer;
   }
+  /* the methods st already holds (finished or not), indexed by token, and a
+   * mark per MethodDef row so hostile overlapping MethodLists name a method once */
   bool was_finished = st->finished, added = false;
-  size_t nsorted = st->nmethods;
+  size_t nold = st->nmethods;
+  tok_index *idx = ps_alloc_array(budget, nold, sizeof *idx, &ae);
+  uint8_t *seen = idx ? ps_alloc_array(budget, (size_t)nmeth + 1, 1, &ae) : NULL;
+  if (!seen) {
+    free(idx);
+    free(buf);
+    free(enclosing);
+    return ps_diag_set(diag, ae, "MethodDef table", (size_t)-1, "%u methods", (unsigned)nmeth);
+  }
+  for (size_t i = 0; i < nold; i++) {
+    idx[i].token = st->methods[i].token;
+    idx[i].index = (uint32_t)i;
+  }
+  qsort(idx, nold, sizeof *idx, cmp_tok_index);
   for (uint32_t t = 1; t <= ntypes && e == PS_E_OK; t++) {
     uint32_t first = md_get(&m, MD_TYPEDEF, t, 5);
     uint32_t end = t < ntypes ? md_get(&m, MD_TYPEDEF, t + 1, 5) : nmeth + 1;
@@ -413,21 +439,21 @@ ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symta
       continue;
     size_t tlen = type_name(&m, enclosing, t, buf);
     for (uint32_t mi = first; mi < end; mi++) {
+      if (seen[mi])
+        continue;
+      seen[mi] = 1;
       size_t n, nlen = append(buf, tlen, ".", 1);
       const char *name = md_string(&m, md_get(&m, MD_METHODDEF, mi, 3), &n);
       nlen = append(buf, nlen, name, n);
       uint32_t s = st_str(st, buf, nlen);
       uint32_t token = 0x06000000u | mi;
-      const st_method *sm = was_finished ? find_sorted(st, nsorted, token) : NULL;
-      bool ok;
-      if (sm) {
-        st->methods[sm - st->methods].name = s;
-        ok = true;
-      } else if (was_finished || st->nmethods == 0 || added) {
+      long at = find_method(idx, nold, token);
+      bool ok = true;
+      if (at >= 0) {
+        st->methods[at].name = s;
+      } else {
         ok = st_add_method(st, token, s, 0);
         added = true;
-      } else {
-        ok = st_set_method_name(st, token, s);
       }
       if (!ok || st->err != PS_E_OK) {
         e = ps_diag_set(diag, st->err ? st->err : PS_E_NOMEM, "MethodDef table", (size_t)-1,
@@ -436,6 +462,9 @@ ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symta
       }
     }
   }
+  free(seen);
+  free(idx);
+  ps_budget_release(budget, (size_t)nmeth + 1 + nold * sizeof *idx);
   free(buf);
   free(enclosing);
   ps_budget_release(budget, PE_MAX_NAME + ((size_t)ntypes + 1) * sizeof *enclosing);

@@ -185,7 +185,31 @@ TEST(synthetic_against_pdbdump) {
   free(pe);
 }
 
+/* names into a table that is not finished yet and already holds a record */
+TEST(names_before_finish) {
+  size_t len;
+  uint8_t *pe = seed("pe/synthetic.dll.bin", &len);
+  if (!pe)
+    SKIP("seed missing");
+  symtab st;
+  st_init(&st, NULL);
+  CHECK(st_add_method(&st, 0x06000003, 0, 0x06000001));
+  ps_diag d;
+  ps_diag_clear(&d);
+  CHECK_EQ_U(pe_method_names(pe, len, NULL, &st, &d), PS_E_OK);
+  CHECK(!st.finished);
+  CHECK_EQ_U(st.nmethods, 3); /* one record per method */
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+  st_answer a;
+  st_lookup_token(&st, 0x06000003, 0, &a);
+  CHECK_EQ_S(a.syms[0].function, "Demo.Outer+Inner.MoveNext");
+  CHECK_EQ_S(a.syms[0].async_method, "Demo.Outer.Run");
+  st_free(&st);
+  free(pe);
+}
+
 int main(void) {
+  RUN(names_before_finish);
   RUN(synthetic_portable_pdb);
   RUN(synthetic_against_pdbdump);
   RUN(synthetic_pe);
