@@ -217,8 +217,23 @@ ps_err pe_parse(const uint8_t *data, size_t len, pe_info *out, ps_diag *diag) {
     size_t off;
     if (d->type == DBG_EMBEDDED_PPDB)
       out->has_embedded_pdb = true;
-    if (d->type == DBG_PDB_CHECKSUM)
-      out->has_pdb_checksum = true;
+    if (d->type == DBG_PDB_CHECKSUM && !out->has_pdb_checksum && entry_data(img, d, &off)) {
+      /* "PdbChecksum Debug Directory Entry": UTF-8 algorithm name, NUL, checksum */
+      const uint8_t *p = data + off;
+      const uint8_t *nul = memchr(p, 0, d->size);
+      if (nul) {
+        size_t an = (size_t)(nul - p), cn = d->size - an - 1;
+        if (an >= sizeof out->checksum_alg)
+          an = sizeof out->checksum_alg - 1;
+        memcpy(out->checksum_alg, p, an);
+        out->checksum_alg[an] = '\0';
+        if (cn > sizeof out->checksum)
+          cn = sizeof out->checksum;
+        memcpy(out->checksum, nul + 1, cn);
+        out->checksum_len = (uint32_t)cn;
+        out->has_pdb_checksum = true;
+      }
+    }
     if (d->type != DBG_CODEVIEW || out->ncodeview >= PE_MAX_CODEVIEW || d->size < 24 ||
         !entry_data(img, d, &off))
       continue;

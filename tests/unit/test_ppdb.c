@@ -115,6 +115,8 @@ TEST(synthetic_pe) {
   CHECK(pi.is_dotnet);
   CHECK(pi.has_embedded_pdb);
   CHECK(pi.has_pdb_checksum);
+  CHECK_EQ_S(pi.checksum_alg, "SHA256");
+  CHECK_EQ_U(pi.checksum_len, 32);
   CHECK_EQ_U(pi.ncodeview, 1);
   CHECK(pi.codeview[0].portable);
   CHECK_EQ_U(pi.codeview[0].stamp, 0x5785B542);

@@ -91,8 +91,13 @@ static void debug_directory(const char *build) {
     if (kind && strcmp(kind, "debugdir") == 0) {
       if (code == 17)
         emb = true;
-      if (code == 19)
+      if (code == 19) {
         ck = true;
+        char hex_ck[2 * 64 + 1];
+        hex(pi.checksum, pi.checksum_len, hex_ck);
+        CHECK_EQ_S(pi.checksum_alg, json_string_value(json_object_get(j, "algorithm")));
+        CHECK_EQ_S(hex_ck, json_string_value(json_object_get(j, "checksum")));
+      }
       if (code == 2 && cv < pi.ncodeview) {
         const pe_codeview *c = &pi.codeview[cv++];
         char g[37];
