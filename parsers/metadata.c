@@ -235,10 +235,14 @@ ps_err md_open(md_meta *m, const uint8_t *data, size_t len, size_t origin, ps_di
       return rd_to_diag(&r, diag);
     if (nlen > 31)
       return fail(diag, PS_E_CORRUPT, "stream header", origin + at, "stream name too long");
-    if (!ps_range_ok(off, size, len))
+    if (!ps_range_ok(off, size, len)) {
+      char safe[32]; /* the name as printable ASCII: it goes into a message */
+      for (size_t k = 0; k <= nlen; k++)
+        safe[k] = k == nlen ? '\0' : (name[k] >= 0x20 && name[k] < 0x7F) ? name[k] : '?';
       return ps_diag_set(diag, PS_E_CORRUPT, "stream header", origin + at,
-                         "stream %s lies outside the metadata (offset 0x%x, size 0x%x)", name,
+                         "stream %s lies outside the metadata (offset 0x%x, size 0x%x)", safe,
                          (unsigned)off, (unsigned)size);
+    }
     const uint8_t *p = data + off;
     if (strcmp(name, "#~") == 0) {
       tables = p;
@@ -332,6 +336,12 @@ ps_err md_open(md_meta *m, const uint8_t *data, size_t len, size_t origin, ps_di
   }
   m->has_tables = true;
   return PS_E_OK;
+}
+
+size_t md_row_offset(const md_meta *m, unsigned table, uint32_t row) {
+  if (table >= MD_NTABLES || row == 0 || row > m->tables[table].rows)
+    return (size_t)-1;
+  return m->origin + m->tables[table].offset + (size_t)(row - 1) * m->tables[table].row_size;
 }
 
 uint32_t md_get(const md_meta *m, unsigned table, uint32_t row, unsigned col) {

@@ -68,6 +68,12 @@ ps_err md_open(md_meta *m, const uint8_t *data, size_t len, size_t origin, ps_di
 static inline uint32_t md_rows(const md_meta *m, unsigned table) {
   return table < MD_NTABLES ? m->tables[table].rows : 0;
 }
+/* Offset of a row in the outermost input (for diagnostics); (size_t)-1 if absent. */
+size_t md_row_offset(const md_meta *m, unsigned table, uint32_t row);
+/* Offset of a #Blob entry's bytes in the outermost input (for diagnostics). */
+static inline size_t md_ptr_offset(const md_meta *m, const uint8_t *p) {
+  return m->origin + (size_t)(p - m->base);
+}
 /* Column col (0-based) of row (1-based) of table; 0 when out of range. */
 uint32_t md_get(const md_meta *m, unsigned table, uint32_t row, unsigned col);
 

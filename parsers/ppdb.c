@@ -41,7 +41,7 @@ static size_t document_name(const md_meta *m, uint32_t blob_idx, char *buf, ps_d
   const uint8_t *p;
   size_t n;
   if (!md_blob(m, blob_idx, &p, &n)) {
-    ps_diag_set(diag, PS_E_CORRUPT, "Document table", (size_t)-1,
+    ps_diag_set(diag, PS_E_CORRUPT, "Document table", md_row_offset(m, MD_DOCUMENT, row),
                 "row %u: name blob index 0x%x outside #Blob", (unsigned)row, (unsigned)blob_idx);
     return (size_t)-1;
   }
@@ -51,7 +51,7 @@ static size_t document_name(const md_meta *m, uint32_t blob_idx, char *buf, ps_d
   rd_init(&r, p, n);
   uint8_t sep = rd_u8(&r, "document name");
   if (sep > 0x7F) {
-    ps_diag_set(diag, PS_E_CORRUPT, "Document table", (size_t)-1,
+    ps_diag_set(diag, PS_E_CORRUPT, "Document table", md_ptr_offset(m, p),
                 "row %u: name separator 0x%02x is not ASCII", (unsigned)row, sep);
     return (size_t)-1;
   }
@@ -62,13 +62,13 @@ static size_t document_name(const md_meta *m, uint32_t blob_idx, char *buf, ps_d
     const uint8_t *pp;
     size_t pn;
     if (!rd_ok(&r) || !md_blob(m, part, &pp, &pn)) {
-      ps_diag_set(diag, PS_E_CORRUPT, "Document table", (size_t)-1,
+      ps_diag_set(diag, PS_E_CORRUPT, "Document table", md_ptr_offset(m, p) + rd_tell(&r),
                   "row %u: bad name part", (unsigned)row);
       return (size_t)-1;
     }
     size_t cost = 1 + (pn < PPDB_MAX_NAME ? pn : PPDB_MAX_NAME);
     if (*work < cost) {
-      ps_diag_set(diag, PS_E_LIMIT, "Document table", (size_t)-1,
+      ps_diag_set(diag, PS_E_LIMIT, "Document table", md_row_offset(m, MD_DOCUMENT, row),
                   "row %u: document names exceed the work limit", (unsigned)row);
       return (size_t)-1;
     }
@@ -95,16 +95,19 @@ typedef struct {
   uint32_t ndocs;
   ps_diag *diag;
   size_t points_left; /* cap on decoded points (rows may share one blob) */
+  size_t at;          /* input offset of the record being read (diagnostics) */
 } sp_ctx;
 
 static ps_err sp_fail(sp_ctx *c, uint32_t row, const char *msg) {
-  return ps_diag_set(c->diag, PS_E_CORRUPT, "MethodDebugInformation", (size_t)-1,
+  return ps_diag_set(c->diag, PS_E_CORRUPT, "MethodDebugInformation", c->at,
                      "method 0x%08x: sequence points: %s", (unsigned)(0x06000000u | row), msg);
 }
 
 static ps_err read_seqpts(sp_ctx *c, uint32_t row, uint32_t doc, const uint8_t *p, size_t n) {
   ps_reader r;
   rd_init(&r, p, n);
+  size_t base = md_ptr_offset(c->m, p);
+  c->at = base;
   md_read_cu32(&r, "local signature");
   if (doc == 0)
     doc = md_read_cu32(&r, "initial document");
@@ -115,6 +118,7 @@ static ps_err read_seqpts(sp_ctx *c, uint32_t row, uint32_t doc, const uint8_t *
   bool first = true;
   int64_t prev_line = -1, prev_col = -1;
   while (rd_left(&r) > 0) {
+    c->at = base + rd_tell(&r);
     uint32_t d = md_read_cu32(&r, "IL offset");
     if (!first) {
       while (rd_ok(&r) && d == 0) {
@@ -311,7 +315,8 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
     uint32_t mn = md_get(&m, MD_STATEMACHINEMETHOD, i, 0);
     uint32_t ko = md_get(&m, MD_STATEMACHINEMETHOD, i, 1);
     if (mn == 0 || ko == 0 || mn > 0xFFFFFF || ko > 0xFFFFFF)
-      e = ps_diag_set(diag, PS_E_CORRUPT, "StateMachineMethod", (size_t)-1,
+      e = ps_diag_set(diag, PS_E_CORRUPT, "StateMachineMethod",
+                      md_row_offset(&m, MD_STATEMACHINEMETHOD, i),
                       "row %u: method row out of range", (unsigned)i);
     else if (mn <= nmdi)
       kick[mn] = 0x06000000u | ko;
@@ -320,7 +325,7 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
   }
 
   /* sequence points: MethodDebugInformation row i is MethodDef row i */
-  sp_ctx c = {&m, st, docs, ndocs, diag, work_cap(len, 4)};
+  sp_ctx c = {&m, st, docs, ndocs, diag, work_cap(len, 4), 0};
   for (uint32_t i = 1; i <= nmdi && e == PS_E_OK; i++) {
     size_t before = st->nseqpts;
     uint32_t doc = md_get(&m, MD_METHODDEBUGINFO, i, 0);
@@ -328,11 +333,12 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
     const uint8_t *p;
     size_t n;
     if (blob != 0 && !md_blob(&m, blob, &p, &n)) {
-      e = ps_diag_set(diag, PS_E_CORRUPT, "MethodDebugInformation", (size_t)-1,
-                      "row %u: blob index 0x%x outside #Blob", (unsigned)i, (unsigned)blob);
+      e = ps_diag_set(diag, PS_E_CORRUPT, "MethodDebugInformation",
+                      md_row_offset(&m, MD_METHODDEBUGINFO, i), "row %u: blob index 0x%x outside #Blob", (unsigned)i, (unsigned)blob);
       break;
     }
     if (doc > ndocs) {
+      c.at = md_row_offset(&m, MD_METHODDEBUGINFO, i);
       e = sp_fail(&c, i, "document row out of range");
       break;
     }
@@ -362,7 +368,8 @@ ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
     const uint8_t *p;
     size_t n;
     if (!md_blob(&m, md_get(&m, MD_CUSTOMDEBUGINFO, i, 2), &p, &n))
-      return ps_diag_set(diag, PS_E_CORRUPT, "CustomDebugInformation", (size_t)-1,
+      return ps_diag_set(diag, PS_E_CORRUPT, "CustomDebugInformation",
+                         md_row_offset(&m, MD_CUSTOMDEBUGINFO, i),
                          "row %u: Source Link blob outside #Blob", (unsigned)i);
     if (n && !st->source_link)
       st->source_link = st_str(st, (const char *)p, n);
