@@ -209,6 +209,8 @@ struct out {
   char last;   /* last character written (logically) */
   unsigned steps;
   unsigned depth;
+  int no_cc;   /* LLVM's OF_NoCallingConvention, set while printing the
+                  return type of a function pointer (and all inside it) */
   int overflow;
 };
 
@@ -417,7 +419,7 @@ static void pr_tparams(struct dm *d, struct out *o, nref r) {
   o_putc(o, '>');
 }
 
-static void pr_func_pre(struct dm *d, struct out *o, nref r, int no_cc) {
+static void pr_func_pre(struct dm *d, struct out *o, nref r) {
   const struct node *n = &N(r);
   unsigned fc = n->x;
   if (n->flags & F_THUNK)
@@ -438,7 +440,7 @@ static void pr_func_pre(struct dm *d, struct out *o, nref r, int no_cc) {
     pr_type_pre(d, o, n->a);
     o_putc(o, ' ');
   }
-  if (!no_cc)
+  if (!o->no_cc)
     pr_cc(o, n->sub);
 }
 
@@ -526,14 +528,17 @@ static void pr_type_pre_impl(struct dm *d, struct out *o, nref r) {
     pr_quals(o, n->quals, 1, 0);
     break;
   case K_FUNC:
-    pr_func_pre(d, o, r, 0);
+    pr_func_pre(d, o, r);
     break;
   case K_PTR: {
     nref p = n->a;
     int pk = N(p).kind;
-    if (pk == K_FUNC)
-      pr_func_pre(d, o, p, 1);
-    else
+    if (pk == K_FUNC) {
+      int saved = o->no_cc;
+      o->no_cc = 1;
+      pr_func_pre(d, o, p);
+      o->no_cc = saved;
+    } else
       pr_type_pre(d, o, p);
     o_space_if_needed(o);
     if (n->quals & Q_UNALIGNED)
@@ -1808,8 +1813,16 @@ static unsigned p_function_class(struct dm *d) {
 
 static nref p_func_encoding(struct dm *d) {
   unsigned extra = 0;
-  if (consume(d, "$$J0"))
-    extra = FC_EXTERNC;
+  /* Markers before the function class: $$J0 extern "C"; $$F and $$H
+   * C++/CLI managed functions, $$h ARM64EC.  The last three print nothing.
+   * (llvm-undname 14 rejects them, or misreads them when a later pointer
+   * type resets its error flag; we decode what follows instead.) */
+  for (;;) {
+    if (consume(d, "$$J0"))
+      extra = FC_EXTERNC;
+    else if (!consume(d, "$$F") && !consume(d, "$$H") && !consume(d, "$$h"))
+      break;
+  }
   if (at_end(d)) {
     d->err = 1;
     return 0;
