@@ -7,6 +7,7 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
+    {"health", "check that a running service answers /health", cmd_health},
     {"version", "print the version", cmd_version},
 };
 
