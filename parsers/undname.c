@@ -2173,6 +2173,8 @@ static nref p_special_intrinsic(struct dm *d) {
       "?_7", "?_8", "?_9", "?_A", "?_B", "?_C", "?_P", "?_R0", "?_R1",
       "?_R2", "?_R3", "?_R4", "?_S", "?__E", "?__F", "?__J"};
   int k = -1;
+  if (peek(d) != '?' || peek_at(d, 1) != '_')
+    return 0;
   for (int i = 0; i < 16; i++)
     if (consume(d, codes[i])) {
       k = i;
