@@ -10,6 +10,7 @@
 #include "undname.h"
 
 #include <dirent.h>
+#include <stdint.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -406,6 +407,275 @@ TEST(hostile_inputs) {
   CHECK(!undname_full("?foo@@YAXH@Z", 12, out, 0));
 }
 
+
+/* ---- random names from the grammar, undecorated by both ---- */
+
+struct gen {
+  uint64_t rng;
+  char *buf;
+  size_t n, cap;
+};
+
+static unsigned g_rand(struct gen *g, unsigned m) {
+  g->rng ^= g->rng << 13;
+  g->rng ^= g->rng >> 7;
+  g->rng ^= g->rng << 17;
+  return (unsigned)(g->rng % m);
+}
+
+static int g_chance(struct gen *g, unsigned pct) { return g_rand(g, 100) < pct; }
+
+static void g_put(struct gen *g, const char *p) {
+  size_t k = strlen(p);
+  if (g->n + k + 1 > g->cap)
+    return; /* over-long names are simply cut; both tools see the same */
+  memcpy(g->buf + g->n, p, k);
+  g->n += k;
+  g->buf[g->n] = '\0';
+}
+
+static void g_pick(struct gen *g, const char *const *v, size_t k) {
+  g_put(g, v[g_rand(g, (unsigned)k)]);
+}
+#define G_PICK(g, ...)                                                         \
+  do {                                                                         \
+    static const char *const v_[] = {__VA_ARGS__};                             \
+    g_pick(g, v_, sizeof v_ / sizeof v_[0]);                                   \
+  } while (0)
+
+static void g_symbol(struct gen *g, int d);
+static void g_type(struct gen *g, int d, int backref);
+static void g_ftype(struct gen *g, int d, int this_quals);
+
+static void g_num(struct gen *g) {
+  G_PICK(g, "0", "1", "9", "?0", "?3", "A@", "BA@", "PPPPPPPM@", "?BA@",
+         "CAAAAAAAAA@", "HPPPPPPP@", "BAAAAAAAAAAAAAAA@", "Z", "");
+}
+static void g_simple(struct gen *g) {
+  G_PICK(g, "foo@", "bar@", "Widget@", "geo@", "std@", "vector@", "A@", "B@",
+         "x@", "<lambda_1>@", "_Tree@");
+}
+static void g_opcode(struct gen *g) {
+  G_PICK(g, "?0", "?1", "?2", "?3", "?4", "?5", "?8", "?A", "?B", "?C", "?D",
+         "?H", "?M", "?R", "?X", "?_0", "?_3", "?_D", "?_E", "?_F", "?_G",
+         "?_O", "?_T", "?_U", "?_V", "?__A", "?__L", "?__M", "?__Kabc@",
+         "?_Q", "?__Z");
+}
+static void g_fqname(struct gen *g, int d, int leaf);
+static void g_targs(struct gen *g, int d) {
+  unsigned k = g_rand(g, 4);
+  for (unsigned i = 0; i < k; i++) {
+    unsigned r = g_rand(g, 100);
+    if (r < 50) g_type(g, d + 1, 0);
+    else if (r < 60) { g_put(g, "$0"); g_num(g); }
+    else if (r < 65) { g_put(g, "$1"); g_symbol(g, d + 1); }
+    else if (r < 70) { g_put(g, "$E"); g_symbol(g, d + 1); }
+    else if (r < 74) { g_put(g, "$H"); g_symbol(g, d + 1); g_num(g); }
+    else if (r < 77) { g_put(g, "$F"); g_num(g); g_num(g); }
+    else if (r < 80) { g_put(g, "$$C"); G_PICK(g, "A", "B", "C", "D"); g_type(g, d + 1, 0); }
+    else if (r < 83) { g_put(g, "$$Y"); g_fqname(g, d + 1, 0); }
+    else if (r < 86) { g_put(g, "$$B"); g_type(g, d + 1, 0); }
+    else if (r < 90) G_PICK(g, "$S", "$$V", "$$Z", "$$$V");
+    else { g_put(g, "$$A6"); g_ftype(g, d + 1, 0); }
+  }
+  g_put(g, "@");
+}
+static void g_uq(struct gen *g, int d, int leaf) {
+  unsigned r = g_rand(g, 100);
+  if (r < 15) { G_PICK(g, "0", "1", "2", "3"); return; }
+  if (d < 4 && r < 35) {
+    g_put(g, "?$");
+    if (leaf && g_chance(g, 30)) g_opcode(g); else g_simple(g);
+    g_targs(g, d);
+    return;
+  }
+  if (leaf && r < 50) { g_opcode(g); return; }
+  g_simple(g);
+}
+static void g_fqname(struct gen *g, int d, int leaf) {
+  g_uq(g, d, leaf);
+  unsigned k = g_rand(g, 3);
+  for (unsigned i = 0; i < k; i++) {
+    unsigned r = g_rand(g, 100);
+    if (r < 15) G_PICK(g, "0", "1", "2", "3");
+    else if (d < 4 && r < 30) { g_put(g, "?$"); g_simple(g); g_targs(g, d); }
+    else if (r < 35) g_put(g, "?A0x1234abcd@");
+    else if (d < 3 && r < 40) { G_PICK(g, "?1?", "?2?", "?@?", "?BA@?"); g_symbol(g, d + 1); }
+    else g_simple(g);
+  }
+  g_put(g, "@");
+}
+static void g_cv(struct gen *g) { G_PICK(g, "A", "B", "C", "D"); }
+static void g_prim(struct gen *g) {
+  G_PICK(g, "X", "D", "C", "E", "F", "G", "H", "I", "J", "K", "M", "N", "O",
+         "_N", "_J", "_K", "_W", "_S", "_U", "_Q", "$$T");
+}
+static void g_cc(struct gen *g) {
+  G_PICK(g, "A", "A", "E", "G", "I", "M", "Q", "B", "C", "O", "S", "W", "Z");
+}
+static void g_type(struct gen *g, int d, int backref) {
+  if (backref && g_chance(g, 10)) { G_PICK(g, "0", "1", "2", "3", "4"); return; }
+  if (d > 6) { g_prim(g); return; }
+  unsigned r = g_rand(g, 100);
+  if (r < 30) g_prim(g);
+  else if (r < 50) {
+    G_PICK(g, "P", "Q", "R", "S", "A");
+    G_PICK(g, "", "E");
+    G_PICK(g, "", "", "I");
+    G_PICK(g, "", "", "F");
+    g_cv(g);
+    g_type(g, d + 1, 0);
+  } else if (r < 55) { g_put(g, "$$Q"); G_PICK(g, "", "E"); g_cv(g); g_type(g, d + 1, 0); }
+  else if (r < 60) { G_PICK(g, "P6", "Q6"); g_ftype(g, d + 1, 0); }
+  else if (r < 63) { g_put(g, "P8"); g_fqname(g, d + 1, 0); g_ftype(g, d + 1, 1); }
+  else if (r < 66) { g_put(g, "P"); G_PICK(g, "", "E"); G_PICK(g, "Q", "R", "S", "T"); g_fqname(g, d + 1, 0); g_type(g, d + 1, 0); }
+  else if (r < 70) { g_put(g, "Y"); g_num(g); g_num(g); g_num(g); g_type(g, d + 1, 0); }
+  else if (r < 85) { G_PICK(g, "T", "U", "V"); g_fqname(g, d + 1, 0); }
+  else if (r < 90) { g_put(g, "W4"); g_fqname(g, d + 1, 0); }
+  else if (r < 93) { g_put(g, "?"); g_uq(g, d + 1, 0); g_put(g, "@"); }
+  else if (r < 96) { g_put(g, "?"); g_cv(g); g_type(g, d + 1, 0); }
+  else g_prim(g);
+}
+static void g_ftype(struct gen *g, int d, int this_quals) {
+  if (this_quals) {
+    G_PICK(g, "", "E");
+    G_PICK(g, "", "", "G", "H");
+    G_PICK(g, "A", "B", "C", "D", "Q");
+  }
+  g_cc(g);
+  unsigned r = g_rand(g, 100);
+  if (r < 10) g_put(g, "@");
+  else if (r < 85) g_type(g, d + 1, 0);
+  else { g_put(g, "?"); g_cv(g); g_type(g, d + 1, 0); }
+  if (g_chance(g, 20)) {
+    g_put(g, "X");
+  } else {
+    unsigned k = 1 + g_rand(g, 4);
+    for (unsigned i = 0; i < k; i++)
+      g_type(g, d + 1, 1);
+    G_PICK(g, "@", "@", "@", "Z");
+  }
+  G_PICK(g, "Z", "Z", "Z", "_E");
+}
+static void g_encoding(struct gen *g, int d) {
+  if (g_chance(g, 30)) {
+    G_PICK(g, "0", "1", "2", "3", "4");
+    g_type(g, d + 1, 0);
+    G_PICK(g, "", "E");
+    g_cv(g);
+    return;
+  }
+  static const char fcs[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ9";
+  char fc = fcs[g_rand(g, sizeof fcs - 1)];
+  char one[2] = {fc, 0};
+  G_PICK(g, "", "", "$$J0");
+  g_put(g, one);
+  if (strchr("GHOPWX", fc)) g_num(g);
+  if (fc == '9') return;
+  g_ftype(g, d, !strchr("YZCDKLST", fc));
+}
+static void g_symbol(struct gen *g, int d) {
+  unsigned r = g_rand(g, 100);
+  if (r < 5) { g_put(g, "??_7"); g_fqname(g, d, 0); G_PICK(g, "6", "7"); g_cv(g); if (g_chance(g, 50)) g_put(g, "@"); else { g_fqname(g, d + 1, 0); g_put(g, "@"); } }
+  else if (r < 8) { g_put(g, "??_R0"); G_PICK(g, "", "?A"); g_type(g, d, 0); g_put(g, "@8"); }
+  else if (r < 10) { g_put(g, "??_R1"); g_num(g); g_num(g); g_num(g); g_num(g); g_fqname(g, d, 0); g_put(g, "8"); }
+  else if (r < 12) { G_PICK(g, "??_R2", "??_R3"); g_fqname(g, d, 0); g_put(g, "8"); }
+  else if (r < 14) { g_put(g, "??_R4"); g_fqname(g, d, 0); g_put(g, "6B"); if (g_chance(g, 50)) g_put(g, "@"); else { g_fqname(g, d + 1, 0); g_put(g, "@"); } }
+  else if (r < 16) {
+    G_PICK(g, "??_C@_0", "??_C@_1");
+    g_num(g);
+    g_put(g, "ABCDEFGH@");
+    unsigned k = g_rand(g, 9);
+    for (unsigned i = 0; i < k; i++)
+      G_PICK(g, "a", "b", "?5", "?$AA", "?$CF", "?a", "?A", "x");
+    g_put(g, "@");
+  } else if (r < 18) { G_PICK(g, "??__E", "??__F"); G_PICK(g, "", "?"); g_fqname(g, d, 0); g_encoding(g, d + 1); G_PICK(g, "", "@", "@@"); if (g_chance(g, 50)) g_encoding(g, d + 1); }
+  else if (r < 20) { g_put(g, "??_B"); g_fqname(g, d, 0); G_PICK(g, "51", "4IA", "5"); }
+  else if (r < 22) { g_put(g, "??_9"); g_fqname(g, d, 0); g_put(g, "$B"); g_num(g); g_put(g, "A"); g_cc(g); }
+  else if (r < 23) g_put(g, "??@a6a285da2eea70dba6a9e3a4b2e7f1e2@");
+  else if (r < 24) { g_put(g, "."); g_type(g, d, 0); }
+  else { g_put(g, "?"); g_fqname(g, d, 1); g_encoding(g, d); }
+}
+
+/*
+ * Random names from the grammar (most of them nonsense, a third of them
+ * well-formed), undecorated by llvm-undname and by us.  Where both succeed
+ * the texts must be equal; we must reject what llvm-undname rejects.  A few
+ * names only llvm-undname 14 undecorates: malformed ones (a bad thunk
+ * adjustor or qualifier) that it prints anyway because parsing a later
+ * pointer type clears its error flag (isMemberPointer resets it).
+ */
+TEST(random_grammar_vs_llvm) {
+  if (!setup_llvm())
+    SKIP("llvm-undname not installed");
+  struct strs names = {0};
+  struct gen g = {0x9E3779B97F4A7C15ull, NULL, 0, 0};
+  char buf[2048];
+  g.buf = buf;
+  g.cap = sizeof buf;
+  for (int i = 0; i < 20000; i++) {
+    g.n = 0;
+    buf[0] = '\0';
+    g_symbol(&g, 0);
+    if (g.n)
+      strs_push(&names, buf, g.n);
+  }
+  strs_uniq(&names);
+  char **want = calloc(names.n, sizeof *want);
+  if (!want || run_llvm_undname(&names, want) != 0) {
+    CHECK(!"llvm-undname ran");
+    strs_free(&names);
+    free(want);
+    return;
+  }
+  size_t ok = 0, agree = 0, differ = 0, we_only = 0, llvm_only = 0;
+  size_t short_checked = 0, short_ok = 0;
+  static char got[1 << 16], sgot[1 << 16];
+  for (size_t i = 0; i < names.n; i++) {
+    const char *m = names.v[i];
+    bool mine = undname_full(m, strlen(m), got, sizeof got);
+    if (want[i]) {
+      ok++;
+      if (mine && strcmp(got, want[i]) == 0) {
+        agree++;
+        if (strncmp(m, "??_C@", 5) != 0) {
+          short_checked++;
+          if (undname_short(m, strlen(m), sgot, sizeof sgot) &&
+              is_name_part(want[i], sgot))
+            short_ok++;
+          else if (short_checked - short_ok <= 5)
+            fprintf(stderr, "  short: %s -> \"%s\" vs \"%s\"\n", m, sgot,
+                    want[i]);
+        }
+      } else if (mine) {
+        differ++;
+        if (differ <= 5)
+          fprintf(stderr, "  %s\n    ours: %s\n    llvm: %s\n", m, got,
+                  want[i]);
+      } else {
+        llvm_only++;
+      }
+    } else if (mine) {
+      we_only++;
+      if (we_only <= 5)
+        fprintf(stderr, "  we accept %s -> %s\n", m, got);
+    }
+    free(want[i]);
+  }
+  printf("  %zu random names, llvm-undname undecorates %zu; same text for "
+         "%zu, different text for %zu, only llvm %zu, only us %zu\n",
+         names.n, ok, agree, differ, llvm_only, we_only);
+  printf("  undname_short is the name part for %zu of %zu\n", short_ok,
+         short_checked);
+  CHECK(ok > 1000);
+  CHECK(short_ok * 100 >= short_checked * 99);
+  CHECK(differ == 0);
+  CHECK(we_only == 0);
+  CHECK(agree * 100 >= ok * 99);
+  free(want);
+  strs_free(&names);
+}
+
 /* ---- the corpus ---- */
 
 static void collect_from_dump(FILE *f, struct strs *names) {
@@ -585,6 +855,7 @@ int main(void) {
   RUN(handpicked_short);
   RUN(short_c_names_and_strings);
   RUN(hostile_inputs);
+  RUN(random_grammar_vs_llvm);
   RUN(corpus_publics);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
