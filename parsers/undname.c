@@ -2311,8 +2311,30 @@ static bool undname(const char *mangled, size_t len, char *out, size_t cap,
   d.arena_used = 0;
   memset(&d.nodes[0], 0, sizeof d.nodes[0]);
   nref sym = p_parse(&d);
-  if (d.err || !sym)
-    return copy_through(mangled, len, out, cap);
+  if (d.err || !sym) {
+    /* The short form needs only the name: when the encoding after it is
+     * beyond us (C++/CLI handles and appdomain variables, for instance),
+     * the qualified name at the front may still parse. */
+    if (mode != MODE_SHORT || mangled[0] != '?' ||
+        (len > 2 && mangled[1] == '?' && (mangled[2] == '_' || mangled[2] == '@')))
+      return copy_through(mangled, len, out, cap);
+    d.pos = 1;
+    d.err = 0;
+    d.depth = 0;
+    memset(&d.br, 0, sizeof d.br);
+    d.nnodes = 1;
+    d.arena_used = 0;
+    nref qn = p_fq_symbol_name(&d);
+    if (d.err || !qn || at_end(&d))
+      return copy_through(mangled, len, out, cap);
+    struct out o;
+    memset(&o, 0, sizeof o);
+    o.buf = out;
+    o.cap = cap - 1;
+    pr_node(&d, &o, qn);
+    finish(&o);
+    return true;
+  }
 
   struct out o;
   memset(&o, 0, sizeof o);
