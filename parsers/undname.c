@@ -30,10 +30,10 @@
 #include <string.h>
 
 enum {
-  UN_MAX_NODES = 3072,  /* tree nodes per name (index 0 is "none") */
-  UN_ARENA = 12288,     /* rendered back-reference / scope strings */
-  UN_MAX_DEPTH = 128,   /* parser recursion */
-  UN_MAX_PRINT_DEPTH = 512, /* printer recursion */
+  UN_MAX_NODES = 3072,  /* tree nodes (corpus names need up to 428) */
+  UN_ARENA = 24576,     /* rendered back-reference / scope strings */
+  UN_MAX_DEPTH = 64,    /* parser recursion (corpus names reach 19) */
+  UN_MAX_PRINT_DEPTH = 256, /* printer recursion (corpus names reach 31) */
   UN_MAX_STEPS = 400000 /* printer node visits */
 };
 

@@ -19,7 +19,7 @@
  * return false (out = a copy of the input, truncated) for a name that is
  * not decorated or cannot be undecorated, and false without writing when
  * cap is 0.  MD5-hashed names ("??@...@") come back unchanged, with true.
- * Pure and thread-safe; no heap allocation: about 90 KiB of stack.
+ * Pure and thread-safe; no heap allocation: about 100 KiB of stack.
  */
 #ifndef PDBSYM_UNDNAME_H
 #define PDBSYM_UNDNAME_H
