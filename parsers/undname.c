@@ -2266,8 +2266,16 @@ static void finish(struct out *o) {
   o->buf[n] = '\0';
 }
 
-/* Strips x86 C decorations: "_name@N" (stdcall), "@name@N" (fastcall). */
+/* Strips x86 C decorations: "_name@N" (stdcall), "@name@N" (fastcall), and
+ * the "#" of ARM64EC C entry points ("#name"). */
 static bool undecorate_c(const char *m, size_t len, char *out, size_t cap) {
+  if (len >= 2 && m[0] == '#') {
+    for (size_t i = 1; i < len; i++)
+      if (m[i] == '?' || m[i] == '@' || m[i] == '#')
+        return false;
+    copy_through(m + 1, len - 1, out, cap);
+    return true;
+  }
   if (len < 4 || (m[0] != '_' && m[0] != '@'))
     return false;
   size_t at = len;

@@ -10,8 +10,8 @@
  * "std::vector<int, class std::allocator<int>>::push_back",
  * "geo::Widget::`vftable'"); string literals are named "`string'", RTTI type
  * descriptors keep their type ("class geo::Widget `RTTI Type Descriptor'"),
- * and x86 stdcall/fastcall C names lose their decoration ("_foo@12" ->
- * "foo").  A plain "_foo" is left alone: only the caller knows whether the
+ * x86 stdcall/fastcall C names lose their decoration ("_foo@12" ->
+ * "foo") and ARM64EC entry points their "#".  A plain "_foo" is left alone: only the caller knows whether the
  * module is x86, where the underscore is a decoration.
  *
  * Both read exactly len bytes of mangled (no NUL needed), write a

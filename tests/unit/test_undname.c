@@ -333,7 +333,7 @@ TEST(handpicked_short) {
 /*
  * Names outside llvm-undname's scope, with the behaviour the issue asks for
  * (DbgHelp's SYMOPT_UNDNAME): x86 stdcall/fastcall decorations are dropped,
- * string literals are named "`string'".  Plain "_foo" is left alone: without
+ * string literals are named "`string'"; ARM64EC's "#" goes too.  Plain "_foo" is left alone: without
  * the machine a leading underscore is not known to be a decoration.
  */
 TEST(short_c_names_and_strings) {
@@ -342,6 +342,8 @@ TEST(short_c_names_and_strings) {
   CHECK_EQ_S(got, "foo");
   CHECK(undname_short("@foo@8", 6, got, sizeof got));
   CHECK_EQ_S(got, "foo");
+  CHECK(undname_short("#GetCurrentProcessId", 20, got, sizeof got));
+  CHECK_EQ_S(got, "GetCurrentProcessId");
   CHECK(!undname_short("_foo", 4, got, sizeof got));
   CHECK_EQ_S(got, "_foo");
   CHECK(!undname_short("foo@bar", 7, got, sizeof got));
