@@ -848,7 +848,9 @@ TEST(corpus_publics) {
 }
 
 int main(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/pdbsym-undname-XXXXXX");
+  const char *t = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/pdbsym-undname-XXXXXX",
+           t && *t ? t : "/tmp");
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
     return 1;
