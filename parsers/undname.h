@@ -19,7 +19,8 @@
  * return false (out = a copy of the input, truncated) for a name that is
  * not decorated or cannot be undecorated, and false without writing when
  * cap is 0.  MD5-hashed names ("??@...@") come back unchanged, with true.
- * Pure and thread-safe; no heap allocation: about 100 KiB of stack.
+ * out must not overlap mangled.  Pure and thread-safe; no heap allocation:
+ * about 100 KiB of stack.
  */
 #ifndef PDBSYM_UNDNAME_H
 #define PDBSYM_UNDNAME_H
