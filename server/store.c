@@ -838,6 +838,7 @@ static const char *load_arrays(sqlite3 *db, const module_row *r, symtab *st, boo
     st_free(st);
     return bad;
   }
+  st_build_index(st);
   st->finished = true;
   return NULL;
 }
