@@ -420,23 +420,31 @@ ps_err st_finish(symtab *st) {
     st->niranges = st->ciranges = kept;
   }
 
-  /* sequence points grouped under methods; methods without a record get one */
-  size_t i = 0;
-  while (i < st->nseqpts) {
+  /* sequence points grouped under methods; methods without a record get one
+   * (all added first, then one sort: adding and re-sorting one at a time is
+   * quadratic on assemblies with tens of thousands of methods) */
+  size_t had = st->nmethods;
+  for (size_t i = 0; i < st->nseqpts;) {
+    uint32_t tok = st->seqpts[i].token;
+    size_t j = i;
+    while (j < st->nseqpts && st->seqpts[j].token == tok)
+      j++;
+    long m = last_le(st->methods, had, sizeof *st->methods, offsetof(st_method, token), tok);
+    if ((m < 0 || st->methods[m].token != tok) && !st_add_method(st, tok, 0, 0))
+      return st->err;
+    i = j;
+  }
+  if (st->nmethods != had &&
+      !stable_sort(st, st->methods, st->nmethods, sizeof *st->methods, cmp_method))
+    return st->err;
+  for (size_t i = 0; i < st->nseqpts;) {
     uint32_t tok = st->seqpts[i].token;
     size_t j = i;
     while (j < st->nseqpts && st->seqpts[j].token == tok)
       j++;
     long m = last_le(st->methods, st->nmethods, sizeof *st->methods,
                      offsetof(st_method, token), tok);
-    if (m < 0 || st->methods[m].token != tok) {
-      if (!st_add_method(st, tok, 0, 0))
-        return st->err;
-      if (!stable_sort(st, st->methods, st->nmethods, sizeof *st->methods, cmp_method))
-        return st->err;
-      m = last_le(st->methods, st->nmethods, sizeof *st->methods,
-                  offsetof(st_method, token), tok);
-    }
+    /* with duplicate method records, the last one carries the points */
     st->methods[m].sp_first = (uint32_t)i;
     st->methods[m].sp_count = (uint32_t)(j - i);
     i = j;
