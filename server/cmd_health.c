@@ -1,0 +1,67 @@
+/*
+ * cmd_health.c - `pdbsym health`: asks a running `pdbsym serve` for
+ * GET /health (the container's HEALTHCHECK uses it, so the image needs no curl).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "cli.h"
+
+static size_t discard(char *p, size_t sz, size_t n, void *ud) {
+  (void)p;
+  (void)ud;
+  return sz * n;
+}
+
+int cmd_health(int argc, char **argv) {
+  const char *listen = getenv("PDBSYM_LISTEN");
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: pdbsym health [--listen HOST:PORT]\n\n"
+             "Exits 0 when the service at HOST:PORT (default PDBSYM_LISTEN or\n"
+             "127.0.0.1:8765) answers GET /health with 200, else 1.\n");
+      return 0;
+    } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
+      listen = argv[++i];
+    } else {
+      fprintf(stderr, "pdbsym health: unknown option %s (see 'pdbsym health --help')\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!listen || !*listen)
+    listen = "127.0.0.1:8765";
+  /* a wildcard listen address is reached through loopback */
+  char hostport[300];
+  if (!strncmp(listen, "0.0.0.0:", 8))
+    snprintf(hostport, sizeof hostport, "127.0.0.1:%s", listen + 8);
+  else if (!strncmp(listen, "[::]:", 5))
+    snprintf(hostport, sizeof hostport, "[::1]:%s", listen + 5);
+  else
+    snprintf(hostport, sizeof hostport, "%s", listen);
+  char url[400];
+  snprintf(url, sizeof url, "http://%s/health", hostport);
+  CURL *c = curl_easy_init();
+  if (!c)
+    return 1;
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+  CURLcode rc = curl_easy_perform(c);
+  long code = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_cleanup(c);
+  if (rc != CURLE_OK) {
+    fprintf(stderr, "pdbsym health: %s: %s\n", url, curl_easy_strerror(rc));
+    return 1;
+  }
+  if (code != 200) {
+    fprintf(stderr, "pdbsym health: %s answered %ld\n", url, code);
+    return 1;
+  }
+  printf("ok\n");
+  return 0;
+}

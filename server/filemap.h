@@ -1,0 +1,24 @@
+/*
+ * filemap.h - read-only memory mapping of a whole file, with a size cap.
+ * Ownership: filemap_close releases what filemap_open mapped.
+ */
+#ifndef PDBSYM_FILEMAP_H
+#define PDBSYM_FILEMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct {
+  const uint8_t *data; /* NULL for an empty file */
+  size_t len;
+  void *map;           /* internal */
+  size_t map_len;
+} filemap;
+
+/* max_bytes 0 means no cap.  On failure diag says why (PS_E_IO, PS_E_LIMIT). */
+ps_err filemap_open(filemap *fm, const char *path, uint64_t max_bytes, ps_diag *diag);
+void filemap_close(filemap *fm);
+
+#endif

@@ -1,0 +1,189 @@
+#include "module.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+bool module_parse_file_name(const char *in, char *out, size_t cap, const char **why) {
+  const char *dummy;
+  if (!why)
+    why = &dummy;
+  if (!in) {
+    *why = "missing";
+    return false;
+  }
+  const char *last = in;
+  for (const char *p = in; *p; p++)
+    if (*p == '/' || *p == '\\')
+      last = p + 1;
+  size_t n = strlen(last);
+  if (n == 0) {
+    *why = "empty file name";
+    return false;
+  }
+  if (n > MODULE_NAME_MAX) {
+    *why = "file name longer than 255 bytes";
+    return false;
+  }
+  if (strstr(last, "..") || !strcmp(last, ".")) {
+    *why = "file name contains '..'";
+    return false;
+  }
+  for (const char *p = last; *p; p++) {
+    unsigned char c = (unsigned char)*p;
+    if (c < 0x20 || c == 0x7f) {
+      *why = "file name contains a control character";
+      return false;
+    }
+    if (strchr(":*?\"<>|%", c)) {
+      *why = "file name contains a reserved character";
+      return false;
+    }
+  }
+  if (n + 1 > cap) {
+    *why = "file name too long";
+    return false;
+  }
+  memcpy(out, last, n + 1);
+  return true;
+}
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  c = tolower(c);
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  return -1;
+}
+
+bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, const char **why) {
+  const char *dummy;
+  if (!why)
+    why = &dummy;
+  if (!in) {
+    *why = "missing";
+    return false;
+  }
+  /* collect the 32 GUID digits, accepting dashes only in GUID positions */
+  char hex[32];
+  size_t nh = 0;
+  const char *p = in;
+  bool dashed = strlen(in) > 8 && in[8] == '-';
+  if (dashed) {
+    static const int groups[5] = {8, 4, 4, 4, 12};
+    for (int g = 0; g < 5; g++) {
+      for (int k = 0; k < groups[g]; k++) {
+        if (hexval(*p) < 0) {
+          *why = "debug_id: expected a GUID (8-4-4-4-12 hex digits)";
+          return false;
+        }
+        hex[nh++] = *p++;
+      }
+      if (g < 4) {
+        if (*p != '-') {
+          *why = "debug_id: expected a GUID (8-4-4-4-12 hex digits)";
+          return false;
+        }
+        p++;
+      }
+    }
+    if (*p == '-')
+      p++;
+    else if (*p != '\0') {
+      *why = "debug_id: expected '-' and the age after the GUID";
+      return false;
+    }
+  } else {
+    for (; nh < 32; nh++) {
+      if (hexval(*p) < 0) {
+        *why = "debug_id: expected 32 hex digits followed by the age in hex";
+        return false;
+      }
+      hex[nh] = *p++;
+    }
+  }
+  uint64_t a = 0;
+  size_t ndig = 0;
+  for (; *p; p++, ndig++) {
+    int v = hexval(*p);
+    if (v < 0 || ndig >= 8) {
+      *why = "debug_id: the age must be at most 8 hex digits";
+      return false;
+    }
+    a = a * 16 + (uint64_t)v;
+  }
+  if (dashed && ndig == 0 && p[-1] == '-') {
+    *why = "debug_id: missing age after '-'";
+    return false;
+  }
+  uint8_t b[16];
+  for (int i = 0; i < 16; i++)
+    b[i] = (uint8_t)(hexval(hex[2 * i]) * 16 + hexval(hex[2 * i + 1]));
+  /* text order -> on-disk layout: Data1 (4), Data2 (2), Data3 (2) little-endian */
+  guid[0] = b[3]; guid[1] = b[2]; guid[2] = b[1]; guid[3] = b[0];
+  guid[4] = b[5]; guid[5] = b[4];
+  guid[6] = b[7]; guid[7] = b[6];
+  memcpy(guid + 8, b + 8, 8);
+  *age = (uint32_t)a;
+  return true;
+}
+
+bool module_parse_code_id(const char *in, uint32_t *timestamp, uint32_t *size, const char **why) {
+  const char *dummy;
+  if (!why)
+    why = &dummy;
+  size_t n = in ? strlen(in) : 0;
+  if (n < 9 || n > 16) {
+    *why = "code_id: expected 8 hex digits of TimeDateStamp then SizeOfImage in hex";
+    return false;
+  }
+  uint32_t ts = 0, sz = 0;
+  for (size_t i = 0; i < n; i++) {
+    int v = hexval(in[i]);
+    if (v < 0) {
+      *why = "code_id: not hexadecimal";
+      return false;
+    }
+    if (i < 8)
+      ts = ts * 16 + (uint32_t)v;
+    else
+      sz = sz * 16 + (uint32_t)v;
+  }
+  *timestamp = ts;
+  *size = sz;
+  return true;
+}
+
+void module_guid_hex(const uint8_t g[16], char out[33]) {
+  snprintf(out, 33, "%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X",
+           g[3], g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12],
+           g[13], g[14], g[15]);
+}
+
+void module_debug_id(const uint8_t g[16], uint32_t age, char out[48]) {
+  snprintf(out, 48,
+           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x-%x", g[3],
+           g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12], g[13],
+           g[14], g[15], age);
+}
+
+void module_index_key(const module_id *m, st_format format, char out[42]) {
+  char hex[33];
+  module_guid_hex(m->guid, hex);
+  if (format == ST_FORMAT_PORTABLE)
+    snprintf(out, 42, "%sFFFFFFFF", hex);
+  else
+    snprintf(out, 42, "%s%X", hex, m->age);
+}
+
+void module_cache_key(const module_id *m, st_format format, char *out, size_t cap) {
+  char idx[42];
+  module_index_key(m, format, idx);
+  char lower[MODULE_NAME_MAX + 1];
+  size_t i = 0;
+  for (; m->debug_file[i] && i < MODULE_NAME_MAX; i++)
+    lower[i] = (char)tolower((unsigned char)m->debug_file[i]);
+  lower[i] = '\0';
+  snprintf(out, cap, "%s/%s", lower, idx);
+}

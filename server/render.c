@@ -1,0 +1,157 @@
+#include "render.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+json_t *render_hex(uint32_t v) {
+  char buf[16];
+  snprintf(buf, sizeof buf, "0x%x", v);
+  return json_string(buf);
+}
+
+static json_t *render_token(uint32_t v) {
+  char buf[16];
+  snprintf(buf, sizeof buf, "0x%08x", v);
+  return json_string(buf);
+}
+
+void render_module_init(render_module *rm, const symtab *st) {
+  rm->st = st;
+  rm->sourcelink = NULL;
+  if (!st || !st->source_link)
+    return;
+  json_error_t err;
+  json_t *root = json_loads(st_s(st, st->source_link), 0, &err);
+  if (!root)
+    return;
+  json_t *docs = json_object_get(root, "documents");
+  if (json_is_object(docs))
+    rm->sourcelink = json_incref(docs);
+  json_decref(root);
+}
+
+void render_module_free(render_module *rm) {
+  json_decref(rm->sourcelink);
+  rm->sourcelink = NULL;
+}
+
+bool render_source_link(const render_module *rm, const char *path, char *out, size_t cap) {
+  if (!rm->sourcelink || !path || !cap)
+    return false;
+  const char *key;
+  json_t *val;
+  const char *best_url = NULL;
+  size_t best_len = 0;
+  bool best_wild = false;
+  json_object_foreach(rm->sourcelink, key, val) {
+    if (!json_is_string(val))
+      continue;
+    size_t kl = strlen(key);
+    bool wild = kl > 0 && key[kl - 1] == '*';
+    size_t pl = wild ? kl - 1 : kl;
+    if (strlen(path) < pl)
+      continue;
+    bool match = true;
+    for (size_t i = 0; i < pl && match; i++)
+      match = tolower((unsigned char)key[i]) == tolower((unsigned char)path[i]);
+    if (!match || (!wild && path[pl] != '\0'))
+      continue;
+    if (!best_url || pl > best_len || (!wild && best_wild)) {
+      best_url = json_string_value(val);
+      best_len = pl;
+      best_wild = wild;
+    }
+  }
+  if (!best_url)
+    return false;
+  size_t o = 0;
+  for (const char *u = best_url; *u && o + 1 < cap; u++) {
+    if (*u == '*' && best_wild) {
+      for (const char *r = path + best_len; *r && o + 1 < cap; r++)
+        out[o++] = *r == '\\' ? '/' : *r;
+    } else {
+      out[o++] = *u;
+    }
+  }
+  out[o] = '\0';
+  return true;
+}
+
+json_t *render_symbols(const render_module *rm, const st_answer *a) {
+  json_t *arr = json_array();
+  for (int i = 0; i < a->nsyms; i++) {
+    const st_symbol *s = &a->syms[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "function", json_string(s->function ? s->function : ""));
+    if (s->mangled && s->mangled[0])
+      json_object_set_new(o, "mangled", json_string(s->mangled));
+    if (s->has_line) {
+      if (s->file && s->file[0]) {
+        json_object_set_new(o, "file", json_string(s->file));
+        char url[2048];
+        if (render_source_link(rm, s->file, url, sizeof url))
+          json_object_set_new(o, "source_link", json_string(url));
+      }
+      json_object_set_new(o, "line", json_integer(s->line));
+      if (s->has_column) {
+        json_object_set_new(o, "column", json_integer(s->column));
+        json_object_set_new(o, "end_line", json_integer(s->end_line));
+        json_object_set_new(o, "end_column", json_integer(s->end_column));
+      }
+    }
+    if (s->inlined)
+      json_object_set_new(o, "inlined", json_true());
+    if (s->hidden)
+      json_object_set_new(o, "hidden", json_true());
+    if (s->has_offset)
+      json_object_set_new(o, "function_offset", render_hex(s->function_offset));
+    if (s->async_method)
+      json_object_set_new(o, "async_method", json_string(s->async_method));
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+static void set_address(json_t *o, int module, bool is_managed, uint32_t v, uint32_t il) {
+  if (module >= 0)
+    json_object_set_new(o, "module", json_integer(module));
+  if (is_managed) {
+    json_object_set_new(o, "token", render_token(v));
+    json_object_set_new(o, "il_offset", json_integer(il));
+  } else {
+    json_object_set_new(o, "rva", render_hex(v));
+  }
+}
+
+json_t *render_frame(const render_module *rm, const st_answer *a, int module, bool is_managed,
+                     uint32_t rva_or_token, uint32_t il_offset) {
+  json_t *o = json_object();
+  if (a->status == ST_OK) {
+    json_object_set_new(o, "status", json_string("ok"));
+    set_address(o, module, is_managed, rva_or_token, il_offset);
+    json_object_set_new(o, "symbols", render_symbols(rm, a));
+  } else {
+    char msg[96];
+    if (is_managed)
+      snprintf(msg, sizeof msg, "no method 0x%08x in this module", rva_or_token);
+    else
+      snprintf(msg, sizeof msg, "no function covers rva 0x%x", rva_or_token);
+    json_object_set_new(o, "status", json_string("unknown_address"));
+    set_address(o, module, is_managed, rva_or_token, il_offset);
+    json_object_set_new(o, "error", json_string(msg));
+  }
+  return o;
+}
+
+json_t *render_error_frame(const char *status, const char *error, int module, bool has_address,
+                           bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
+  json_t *o = json_object();
+  json_object_set_new(o, "status", json_string(status));
+  if (has_address)
+    set_address(o, module, is_managed, rva_or_token, il_offset);
+  else if (module >= 0)
+    json_object_set_new(o, "module", json_integer(module));
+  json_object_set_new(o, "error", json_string(error ? error : status));
+  return o;
+}
