@@ -17,6 +17,7 @@ replica) are printed for docs/scaling.md."""
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -132,7 +133,10 @@ for line in open(os.path.join(native_dir, "MANIFEST.tsv")):
         for rva in sorted({lo, (lo + hi - 1) // 2}):
             frames.append({"module": mi, "rva": "0x%x" % rva})
             expect.append((col["name"], rva, ans, next(((a, n) for l2, h2, a, n in alt if l2 <= rva < h2), None)))
-if len(modules) != len(FIXTURES):
+# and a module no server has: its probes' 404s are cached too
+modules.append({"debug_file": "nowhere.pdb", "debug_id": "00112233445566778899AABBCCDDEEFF1", "format": "windows"})
+frames.append({"module": len(modules) - 1, "rva": "0x1000"})
+if len(modules) != len(FIXTURES) + 1:
     print("skipped: fixtures %s not all in the manifest" % (FIXTURES,))
     sys.exit(77)
 
@@ -167,8 +171,24 @@ try:
     urllib.request.urlopen(urllib.request.Request(ss_url + "/_control", data=json.dumps(rule).encode(),
                                                   method="POST")).read()
 
-    # ---- nginx, configured from docker/nginx.conf
+    # ---- two replicas, each with its own cache folder, behind the proxy
     nx_port = free_port()
+    env = {"PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % nx_port, "PDBSYM_OFFLINE": "false"}
+    for _ in range(2):
+        replicas.append(Server(env=env))
+    c.true("replicas have their own cache folders", replicas[0].tmp != replicas[1].tmp)
+
+    # ---- nginx, configured from docker/nginx.conf, plus the balancer of docs/scaling.md
+    lb_port = free_port()
+    doc = open(os.path.join(root, "docs", "scaling.md")).read()
+    lb = doc.split("```nginx\n", 1)[1].split("```", 1)[0]
+    lb_servers = re.findall(r"^ *server pdbsym-\d+:8765;\n", lb, re.M)
+    if len(lb_servers) < 2 or lb.count("listen 8765;") != 1:
+        raise RuntimeError("docs/scaling.md: the balancer example changed: update this test")
+    lb = lb.replace(lb_servers[0], "".join("    server 127.0.0.1:%d;\n" % r.port for r in replicas))
+    for x in lb_servers[1:]:
+        lb = lb.replace(x, "")
+    lb = lb.replace("listen 8765;", "listen 127.0.0.1:%d;" % lb_port)
     conf = open(nginx_conf).read()
 
     def sub(old, new, count=1):
@@ -181,7 +201,7 @@ try:
     sub("/var/cache/nginx/symbols", os.path.join(tmp, "nginx-cache"))
     sub("listen 8080;", "listen 127.0.0.1:%d;" % nx_port)
     sub("https://msdl.microsoft.com/download/symbols/", ss_url + "/")
-    sub("http {", "http {\n  access_log %s/access.log;\n" % tmp +
+    sub("http {", "http {\n  access_log %s/access.log;\n" % tmp + lb +
         "".join("  %s_temp_path %s/%s-temp;\n" % (k, tmp, k)
                 for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")))
     conf = "pid %s/nginx.pid;\nerror_log %s/error.log;\n%s" % (tmp, tmp, conf)
@@ -198,11 +218,7 @@ try:
     procs.append(nx)
     wait_port(nx_port, nx, "nginx")
 
-    # ---- two replicas, each with its own cache folder, behind the proxy
-    env = {"PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % nx_port, "PDBSYM_OFFLINE": "false"}
-    for _ in range(2):
-        replicas.append(Server(env=env))
-    c.true("replicas have their own cache folders", replicas[0].tmp != replicas[1].tmp)
+    wait_port(lb_port, nx, "nginx (balancer)")
 
     body = {"modules": modules, "frames": frames, "timeout": 60}
 
@@ -229,6 +245,7 @@ try:
         st, _, j, _ = ans
         c.eq(what + ": status", st, 200)
         bad = 0
+        c.eq(what + ": the missing module", j.get("frames", [{}])[-1].get("status"), "missing_symbols")
         for (name, rva, want, alt), got in zip(expect, j.get("frames", [])):
             if not (got.get("status") == "ok" and answer_ok(sym_view(got["symbols"]), want, alt)):
                 bad += 1
@@ -236,18 +253,20 @@ try:
                     print("  %s %s 0x%x: got %s\n    want %s (or %s)" % (what, name, rva, json.dumps(got),
                                                                         json.dumps(want), json.dumps(alt)))
         c.eq(what + ": frames not matching llvm-symbolizer (of %d)" % len(expect), bad, 0)
-        c.eq(what + ": frame count", len(j.get("frames", [])), len(expect))
+        c.eq(what + ": frame count", len(j.get("frames", [])), len(expect) + 1)
 
     first = both()
     for i in range(2):
         check_answers("replica %d, first (concurrent) request" % (i + 1), first[i])
         c.true("replica %d fetched both modules from the proxy" % (i + 1),
                all(m.get("status") == "found" and (m.get("source") or "").startswith("http://127.0.0.1:%d/" % nx_port)
-                   for m in first[i][2].get("modules", [])), first[i][2].get("modules"))
+                   for m in first[i][2].get("modules", [])[:-1]), first[i][2].get("modules"))
     c.true("both replicas answer identically", first[0][2]["frames"] == first[1][2]["frames"])
     h = hits()
     for served, redirected in pdb_paths:
         c.eq("upstream served %s" % served, h.get(served, 0), 1)
+    c.true("every upstream path asked once (the missing module's 404s too)",
+           all(v == 1 for v in h.values()) and sum(1 for k in h if "nowhere" in k) >= 4, h)
     print("upstream hits after the first round: %s" % json.dumps(h, sort_keys=True))
 
     second = both()
@@ -255,6 +274,33 @@ try:
         c.true("replica %d, second request from its cache" % (i + 1),
                all(m.get("from_cache") for m in second[i][2].get("modules", [])), second[i][2].get("modules"))
         c.true("replica %d, second request answers the same" % (i + 1), second[i][2]["frames"] == first[i][2]["frames"])
+
+    # pinning through the balancer: one X-Pdbsym-Shard value, one replica
+    def served_by():
+        return [sum(1 for r in rep.logs() if r.get("msg") == "request" and r.get("path") == "/symbolicate")
+                for rep in replicas[:2]]
+
+    small = {"modules": modules[:1], "frames": frames[:1]}
+    places = {}
+    for k in range(16):
+        shard = "%s/%s-%d" % (modules[0]["debug_file"], modules[0]["debug_id"], k)
+        for _ in range(3):
+            before = served_by()
+            req = urllib.request.Request("http://127.0.0.1:%d/symbolicate" % lb_port, data=json.dumps(small).encode(),
+                                         headers={"Content-Type": "application/json", "X-Pdbsym-Shard": shard})
+            ans = json.load(urllib.request.urlopen(req, timeout=60))
+            after = served_by()
+            c.eq("balancer answer", ans["frames"], first[0][2]["frames"][:1])
+            places.setdefault(shard, set()).update(i for i in range(2) if after[i] > before[i])
+    c.true("each shard key always lands on one replica", all(len(v) == 1 for v in places.values()), places)
+    c.eq("the shard keys spread over both replicas", set().union(*places.values()), {0, 1})
+    before = served_by()
+    for _ in range(8):
+        req = urllib.request.Request("http://127.0.0.1:%d/symbolicate" % lb_port, data=json.dumps(small).encode(),
+                                     headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=60).read()
+    after = served_by()
+    print("8 requests without X-Pdbsym-Shard went to the replicas: %s" % [a - b for a, b in zip(after, before)])
 
     # a third replica starting cold behind the warm proxy
     replicas.append(Server(env=env))
