@@ -198,10 +198,22 @@ try:
     c.true("every library of the binary resolves", "not found" not in probe[3] and "libmicrohttpd" in probe[3],
            probe[3])
 
-    # ---- run it
-    port = free_port()
+    # ---- as docker/compose.yaml: a one-shot `pdbsym warm` fills the volume first (the native module only)
+    warm_list = os.path.join(store, "warm-modules.txt")
+    with open(warm_list, "w") as f:
+        f.write("# debug_file debug_id\n%s %s\n" % (debug_file, col["symkey"]))
+    os.chmod(warm_list, 0o644)
     podman("volume", "create", volume)
     started = True
+    w = podman("run", "--rm", "--network=host", "-e", "PDBSYM_SYMBOL_PATH=/symbols",
+               "-v", "%s:/var/cache/pdbsym" % volume, "-v", "%s:/symbols:ro" % store,
+               "-v", "%s:/etc/pdbsym/warm-modules.txt:ro" % warm_list, tag,
+               "pdbsym", "warm", "--allow-failures", "--modules", "/etc/pdbsym/warm-modules.txt", check=False)
+    c.eq("pdbsym warm in the image exits 0", w.returncode, 0)
+    print(w.stderr.strip()[-500:])
+
+    # ---- run it
+    port = free_port()
     podman("run", "-d", "--name", name, "--network=host",
            "-e", "PDBSYM_LISTEN=127.0.0.1:%d" % port, "-e", "PDBSYM_SYMBOL_PATH=/symbols",
            "-v", "%s:/var/cache/pdbsym" % volume, "-v", "%s:/symbols:ro" % store, tag)
@@ -230,9 +242,12 @@ try:
     t_req = time.monotonic()
     j = json.load(urllib.request.urlopen(req, timeout=120))
     print("first answer (%d frames, 2 modules from the folder): %.3f s" % (len(frames), time.monotonic() - t_req))
+    c.eq("modules from the warmed volume, from the folder",
+         [m.get("from_cache") for m in j["modules"]], [True, False])
     c.eq("modules found in the mounted folder",
          [(m.get("status"), (m.get("source") or "").startswith("/symbols/")) for m in j["modules"]],
          [("found", True), ("found", True)])
+    print("modules: %s" % json.dumps(j["modules"]))
     bad = {"native": 0, "managed": 0}
     for (kind, addr, want, alt_row), got in zip(expect, j["frames"]):
         if kind == "native":
