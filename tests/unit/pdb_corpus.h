@@ -116,7 +116,7 @@ static inline ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, c
   size_t len;
   uint8_t *data = slurp(path, &len);
   if (!data) {
-    snprintf(msg, cap, "cannot read %s", path);
+    snprintf(msg, cap, "cannot read %.300s", path);
     return PS_E_IO;
   }
   ps_budget_init(b, PS_DEFAULT_BUDGET);
