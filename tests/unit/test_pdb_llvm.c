@@ -342,7 +342,7 @@ TEST(native_lookups_match_llvm_symbolizer) {
     char pdb_path[4400], pe_path[4400], msg[400];
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, r->cols[0]);
     snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
-    size_t pe_len, pdb_len;
+    size_t pe_len = 0, pdb_len = 0;
     uint8_t *pe = slurp(pe_path, &pe_len);
     uint8_t *pdb = slurp(pdb_path, &pdb_len);
     range code[16];
