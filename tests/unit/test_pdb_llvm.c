@@ -458,6 +458,23 @@ TEST(native_lookups_match_llvm_symbolizer) {
 
 /* ---- Breakpad .sym ------------------------------------------------------ */
 
+static const char *base_name(const char *p) {
+  const char *b = p;
+  for (; *p; p++)
+    if (*p == '/' || *p == '\\' || *p == ':')
+      b = p + 1;
+  return b;
+}
+
+static bool base_eq(const char *a, const char *b) {
+  a = base_name(a);
+  b = base_name(b);
+  for (; *a && *b; a++, b++)
+    if ((*a | 32) != (*b | 32))
+      return false;
+  return *a == *b;
+}
+
 TEST(native_lookups_match_breakpad_sym) {
   if (!g_corpus)
     SKIP("../shared/corpus absent");
@@ -566,9 +583,12 @@ TEST(native_lookups_match_breakpad_sym) {
         st_lookup_rva(&st, probes[k], a);
         nl++;
         const st_symbol *o = a->nsyms ? &a->syms[a->nsyms - 1] : NULL;
-        /* tecken's .sym rewrote file names to source-server URLs ("hg:...") */
+        /* tecken's .sym rewrote file names (source-server URLs "hg:...", paths
+         * joined onto its build folder): there the base names must agree */
         bool same_file = o && o->file &&
-                         (strcmp(o->file, want_file) == 0 || strncmp(want_file, "hg:", 3) == 0);
+                         (strcmp(o->file, want_file) == 0 ||
+                          (strstr(pairs[i][1], "tecken") &&
+                           (strncmp(want_file, "hg:", 3) == 0 || base_eq(o->file, want_file))));
         bool ok = o && o->has_line && o->line == lno && same_file;
         if (ok)
           nlok++;
