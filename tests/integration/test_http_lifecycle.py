@@ -89,7 +89,7 @@ try:
                 got, closed = b"", False
             took = time.time() - t0
             s.close()
-            c.true("%s connection closed by the server" % what, closed and took < 5,
+            c.true("%s connection closed by the server" % what, closed and took < 8,
                    "closed=%s after %.1fs, got %r" % (closed, took, got[:80]))
     finally:
         srv.close()

@@ -68,7 +68,7 @@ static inline int manifest_rows(const char *dir, char **text, manifest_row **row
   *rows = NULL;
   char path[4200];
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
-  size_t len;
+  size_t len = 0;
   uint8_t *t = slurp(path, &len);
   if (!t)
     return 0;
@@ -113,10 +113,10 @@ static inline int manifest_rows(const char *dir, char **text, manifest_row **row
 /* Reads path into st (finished on success). Returns the error code; the
  * diagnostic text goes to msg. */
 static inline ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, char *msg, size_t cap) {
-  size_t len;
+  size_t len = 0;
   uint8_t *data = slurp(path, &len);
   if (!data) {
-    snprintf(msg, cap, "cannot read %s", path);
+    snprintf(msg, cap, "cannot read %.300s", path);
     return PS_E_IO;
   }
   ps_budget_init(b, PS_DEFAULT_BUDGET);
