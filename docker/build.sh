@@ -102,6 +102,10 @@ fi
 
 # docker format keeps the HEALTHCHECK (the OCI format has none)
 log "podman build -> $TAG"
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 podman build --pull=never --network=host --format docker -f "$root/docker/Dockerfile" -t "$TAG" "$root" >"$STATE/build.log" 2>&1 ||
   { tail -40 "$STATE/build.log" >&2; exit 1; }
+# untagged images of earlier builds (build stages of older sources): gone;
+# this build's stays as the cache for the next one
+podman image prune -f --filter "until=$started" >/dev/null 2>&1 || true
 log "done: $TAG ($(podman image inspect "$TAG" --format '{{.Size}}') bytes)"
