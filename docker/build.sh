@@ -102,10 +102,12 @@ fi
 
 # docker format keeps the HEALTHCHECK (the OCI format has none)
 log "podman build -> $TAG"
-started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 podman build --pull=never --network=host --format docker -f "$root/docker/Dockerfile" -t "$TAG" "$root" >"$STATE/build.log" 2>&1 ||
   { tail -40 "$STATE/build.log" >&2; exit 1; }
-# untagged images of earlier builds (build stages of older sources): gone;
-# this build's stays as the cache for the next one
-podman image prune -f --filter "until=$started" >/dev/null 2>&1 || true
+# the build stage keeps a tag (all its layers are cached now: a second or
+# two), so that pruning the untagged images of earlier builds (about 20 MB
+# each source change) keeps this build's as the cache for the next one
+podman build --pull=never --network=host --format docker --target build -f "$root/docker/Dockerfile" \
+  -t localhost/pdbsym-build:cache "$root" >>"$STATE/build.log" 2>&1 &&
+  podman image prune -f >/dev/null 2>&1 || true
 log "done: $TAG ($(podman image inspect "$TAG" --format '{{.Size}}') bytes)"
