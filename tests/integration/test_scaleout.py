@@ -276,30 +276,36 @@ try:
         c.true("replica %d, second request answers the same" % (i + 1), second[i][2]["frames"] == first[i][2]["frames"])
 
     # pinning through the balancer: one X-Pdbsym-Shard value, one replica
-    def served_by():
-        return [sum(1 for r in rep.logs() if r.get("msg") == "request" and r.get("path") == "/symbolicate")
-                for rep in replicas[:2]]
+    def served_by(total=None):
+        # a replica logs its request line just after the answer has left: wait for it
+        deadline = time.time() + 10
+        while True:
+            n = [sum(1 for r in rep.logs() if r.get("msg") == "request" and r.get("path") == "/symbolicate")
+                 for rep in replicas[:2]]
+            if total is None or sum(n) >= total or time.time() > deadline:
+                return n
+            time.sleep(0.01)
 
     small = {"modules": modules[:1], "frames": frames[:1]}
     places = {}
+    before = served_by(4)  # the two rounds above: two requests each
     for k in range(16):
         shard = "%s/%s-%d" % (modules[0]["debug_file"], modules[0]["debug_id"], k)
         for _ in range(3):
-            before = served_by()
             req = urllib.request.Request("http://127.0.0.1:%d/symbolicate" % lb_port, data=json.dumps(small).encode(),
                                          headers={"Content-Type": "application/json", "X-Pdbsym-Shard": shard})
             ans = json.load(urllib.request.urlopen(req, timeout=60))
-            after = served_by()
+            after = served_by(sum(before) + 1)
             c.eq("balancer answer", ans["frames"], first[0][2]["frames"][:1])
             places.setdefault(shard, set()).update(i for i in range(2) if after[i] > before[i])
+            before = after
     c.true("each shard key always lands on one replica", all(len(v) == 1 for v in places.values()), places)
     c.eq("the shard keys spread over both replicas", set().union(*places.values()), {0, 1})
-    before = served_by()
     for _ in range(8):
         req = urllib.request.Request("http://127.0.0.1:%d/symbolicate" % lb_port, data=json.dumps(small).encode(),
                                      headers={"Content-Type": "application/json"})
         urllib.request.urlopen(req, timeout=60).read()
-    after = served_by()
+    after = served_by(sum(before) + 8)
     print("8 requests without X-Pdbsym-Shard went to the replicas: %s" % [a - b for a, b in zip(after, before)])
 
     # a third replica starting cold behind the warm proxy
