@@ -29,6 +29,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pdbsym_server import Checks  # noqa: E402
+from native_oracle import answer_ok, oracle_view, rows, sym_view  # noqa: E402,F401
 
 root = os.path.abspath(os.environ.get("PDBSYM_SOURCE_DIR") or
                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -119,29 +120,10 @@ def free_port():
     return port
 
 
-def rows(fn):
-    out = []
-    for ln in open(os.path.join(native_dir, fn)):
-        if ln.startswith("#") or not ln.strip():
-            continue
-        f = ln.rstrip("\n").split("\t")
-        out.append((int(f[0], 16), int(f[1], 16), json.loads(f[2]), f[3] if len(f) > 3 else ""))
-    return out
 
 
-def oracle_view(ans):
-    return [{"function": a.get("function"), "file": a.get("file") or None, "line": a.get("line") or None}
-            for a in ans]
 
 
-def answer_ok(got, want, alt):
-    """fx_answer_ok()'s rules (tests/unit/fixtures.h, native/README.md)."""
-    want = oracle_view(want)
-    if alt is None:
-        return got == want
-    alt_ans, note = oracle_view(alt[0]), alt[1]
-    inner = alt_ans[:-1] if "inline-line" in note.split(",") else want[:-1]
-    return got[:-1] == inner and got[-1:] in (want[-1:], alt_ans[-1:])
 
 
 c = Checks()
@@ -163,10 +145,10 @@ try:
             col = dict(zip(header, line.rstrip("\n").split("\t")))
     debug_file = col["cv_path"].replace("\\", "/").rsplit("/", 1)[-1]
     put(debug_file, col["symkey"], gzip.open(os.path.join(native_dir, col["pdb"])).read())
-    alt = rows(col["crosscheck"])
+    alt = rows(native_dir, col["crosscheck"])
     modules = [{"debug_file": col["cv_path"], "debug_id": col["symkey"]}]
     frames, expect = [], []
-    for lo, hi, ans, _ in rows(col["expected"]):
+    for lo, hi, ans, _ in rows(native_dir, col["expected"]):
         frames.append({"module": 0, "rva": "0x%x" % lo})
         expect.append(("native", lo, ans, next(((a, n) for l2, h2, a, n in alt if l2 <= lo < h2), None)))
 

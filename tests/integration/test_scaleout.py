@@ -30,6 +30,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pdbsym_server import Checks, Server, need_binary  # noqa: E402
+from native_oracle import answer_ok, oracle_view, rows, sym_view  # noqa: E402,F401
 
 root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 native_dir = os.path.join(root, "tests", "fixtures", "native")
@@ -69,38 +70,12 @@ def wait_port(port, proc, what, timeout=20):
     raise RuntimeError("%s did not listen on %d" % (what, port))
 
 
-def rows(fn):
-    out = []
-    for ln in open(os.path.join(native_dir, fn)):
-        if ln.startswith("#") or not ln.strip():
-            continue
-        f = ln.rstrip("\n").split("\t")
-        out.append((int(f[0], 16), int(f[1], 16), json.loads(f[2]), f[3] if len(f) > 3 else ""))
-    return out
 
 
-def answer_ok(got, want, alt):
-    """The rules of fx_answer_ok() (tests/unit/fixtures.h, native/README.md):
-    with no crosscheck row the answer equals llvm-symbolizer's; with one, the
-    inline frames equal the crosscheck's when its note says inline-line, and
-    the outermost frame may equal either answer."""
-    want = oracle_view(want)
-    if alt is None:
-        return got == want
-    alt_ans, note = oracle_view(alt[0]), alt[1]
-    inner = alt_ans[:-1] if "inline-line" in note.split(",") else want[:-1]
-    return got[:-1] == inner and got[-1:] in (want[-1:], alt_ans[-1:])
 
 
-def oracle_view(ans):
-    # llvm-symbolizer says file "" and line 0 where there is no line information
-    return [{"function": a.get("function"), "file": a.get("file") or None, "line": a.get("line") or None}
-            for a in ans]
 
 
-def sym_view(symbols):
-    return [{"function": s.get("mangled") or s.get("function"), "file": s.get("file"), "line": s.get("line")}
-            for s in symbols]
 
 
 tmp = tempfile.mkdtemp(prefix="pdbsym-scaleout-")
@@ -128,8 +103,8 @@ for line in open(os.path.join(native_dir, "MANIFEST.tsv")):
     pdb_paths.append(("/cdn/" + rel if redirected else "/" + rel, "/" + rel if redirected else None))
     mi = len(modules)
     modules.append({"debug_file": col["cv_path"], "debug_id": col["symkey"], "format": "windows"})
-    alt = rows(col["crosscheck"]) if col.get("crosscheck") else []
-    for lo, hi, ans, _ in rows(col["expected"]):
+    alt = rows(native_dir, col["crosscheck"]) if col.get("crosscheck") else []
+    for lo, hi, ans, _ in rows(native_dir, col["expected"]):
         for rva in sorted({lo, (lo + hi - 1) // 2}):
             frames.append({"module": mi, "rva": "0x%x" % rva})
             expect.append((col["name"], rva, ans, next(((a, n) for l2, h2, a, n in alt if l2 <= rva < h2), None)))
