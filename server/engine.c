@@ -74,6 +74,19 @@ uint64_t engine_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The CLOCK_REALTIME time wait_ms from now, for pthread_cond_timedwait. */
+static struct timespec abs_after(uint64_t wait_ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(wait_ms / 1000);
+  ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
 const char *mod_status_name(mod_status s) {
   switch (s) {
   case MOD_FOUND: return "found";
@@ -153,15 +166,7 @@ void engine_close(engine *e) {
     uint64_t now = engine_now_ms();
     if (now >= until)
       break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t wait = until - now;
-    ts.tv_sec += (time_t)(wait / 1000);
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = abs_after(until - now);
     pthread_cond_timedwait(&e->cv, &e->mu, &ts);
   }
   bool abandoned = e->running > 0;
@@ -520,15 +525,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     uint64_t now = engine_now_ms();
     if (now >= deadline_ms)
       break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t wait = deadline_ms - now;
-    ts.tv_sec += (time_t)(wait / 1000);
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = abs_after(deadline_ms - now);
     pthread_cond_timedwait(&e->cv, &e->mu, &ts);
   }
   if (!j->done) {

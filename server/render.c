@@ -8,7 +8,7 @@
 /* A JSON string from bytes that may not be valid UTF-8 (names and paths come
  * from untrusted files): invalid sequences become U+FFFD instead of the field
  * silently disappearing (json_string returns NULL on bad UTF-8). */
-static json_t *render_str(const char *s) {
+json_t *render_string(const char *s) {
   if (!s)
     s = "";
   json_t *j = json_string(s);
@@ -134,15 +134,15 @@ json_t *render_symbols(const render_module *rm, const st_answer *a) {
   for (int i = 0; i < a->nsyms; i++) {
     const st_symbol *s = &a->syms[i];
     json_t *o = json_object();
-    json_object_set_new(o, "function", render_str(s->function));
+    json_object_set_new(o, "function", render_string(s->function));
     if (s->mangled && s->mangled[0])
-      json_object_set_new(o, "mangled", render_str(s->mangled));
+      json_object_set_new(o, "mangled", render_string(s->mangled));
     if (s->has_line) {
       if (s->file && s->file[0]) {
-        json_object_set_new(o, "file", render_str(s->file));
+        json_object_set_new(o, "file", render_string(s->file));
         char url[2048];
         if (render_source_link(rm, s->file, url, sizeof url))
-          json_object_set_new(o, "source_link", render_str(url));
+          json_object_set_new(o, "source_link", render_string(url));
       }
       json_object_set_new(o, "line", json_integer(s->line));
       if (s->has_column) {
@@ -158,7 +158,7 @@ json_t *render_symbols(const render_module *rm, const st_answer *a) {
     if (s->has_offset)
       json_object_set_new(o, "function_offset", render_hex(s->function_offset));
     if (s->async_method)
-      json_object_set_new(o, "async_method", render_str(s->async_method));
+      json_object_set_new(o, "async_method", render_string(s->async_method));
     json_array_append_new(arr, o);
   }
   return arr;
@@ -203,6 +203,6 @@ json_t *render_error_frame(const char *status, const char *error, int module, bo
     set_address(o, module, is_managed, rva_or_token, il_offset);
   else if (module >= 0)
     json_object_set_new(o, "module", json_integer(module));
-  json_object_set_new(o, "error", render_str(error ? error : status));
+  json_object_set_new(o, "error", render_string(error ? error : status));
   return o;
 }
