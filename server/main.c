@@ -11,6 +11,7 @@ static const cli_command commands[] = {
     {"version", "print the version", cmd_version},
     {"serve", "serve the HTTP API (see api.md)", cmd_serve},
     {"fetch", "download one PDB or PE image from the symbol path", cmd_fetch},
+    {"cache", "inspect and trim the symbol cache (stats, list, evict, verify, clear)", cmd_cache},
 };
 
 static void usage(FILE *out) {
