@@ -436,7 +436,7 @@ int cmd_cache(int argc, char **argv) {
   cache_opts o = {.modules = 1, .lines = 1000, .seed = 1, .prefix = "synth-"};
   const char *arg = NULL;
   settings set;
-  settings_defaults(&set);
+  settings_init(&set, argc, argv);
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     int used = settings_flag(&set, argc, argv, i);

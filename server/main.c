@@ -9,6 +9,8 @@
 static const cli_command commands[] = {
     {"lookup", "answer addresses from a PDB or PE file", cmd_lookup},
     {"dump", "show what pdbsym reads from a PDB or PE file", cmd_dump},
+    {"symbolicate", "answer a POST /symbolicate body from stdin, without a server",
+     cmd_symbolicate},
     {"warm", "fill the cache ahead of time", cmd_warm},
     {"health", "check that a running service answers /health", cmd_health},
     {"version", "print the version", cmd_version},
