@@ -90,7 +90,7 @@ int cmd_symbolicate(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--pretty")) {
       pretty = true;
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "pdbsym symbolicate: unknown option %s (see 'pdbsym symbolicate --help')\n",
+      fprintf(stderr, "pdbsym symbolicate: unknown option '%s'; run 'pdbsym symbolicate --help'\n",
               argv[i]);
       return 2;
     } else if (!file) {

@@ -728,7 +728,7 @@ int cmd_warm(int argc, char **argv) {
     } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
       quiet = true;
     } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "pdbsym warm: unknown option %s (see 'pdbsym warm --help')\n", a);
+      fprintf(stderr, "pdbsym warm: unknown option '%s'; run 'pdbsym warm --help'\n", a);
       return 2;
     } else if (walk(&files, a, 0) != 0) {
       bad = 1;
