@@ -82,7 +82,7 @@ enum { TPI_HEADER_SIZE = 56 };
 enum { SECTION_HEADER_SIZE = 40 };
 
 /* debug header stream slots, DbiStream.rst "Optional Debug Header Stream" */
-enum { DBG_OMAP_FROM_SRC = 4, DBG_SECTION_HDR = 5, DBG_SECTION_HDR_ORIG = 10 };
+enum { DBG_OMAP_TO_SRC = 3, DBG_OMAP_FROM_SRC = 4, DBG_SECTION_HDR = 5, DBG_SECTION_HDR_ORIG = 10 };
 
 #define MAX_SCOPE_DEPTH 128
 #define NAME_CAP 4096
@@ -126,6 +126,12 @@ typedef struct {
   size_t nomap;
   uint32_t *img_starts; /* sorted image rvas where an OMAP piece starts */
   size_t nimg;
+  /* OMAP to-src (image -> source) as source intervals, sorted by source rva */
+  struct inv_block {
+    uint32_t src, len, img;
+  } *inv;
+  size_t ninv;
+  uint32_t inv_maxlen;
   /* section contributions (source-space rva, size, module), sorted by rva */
   struct contrib {
     uint32_t rva, size, mod;
@@ -276,6 +282,13 @@ static uint64_t img_next(const pdb_ctx *c, uint32_t rva) {
   return lo < c->nimg ? c->img_starts[lo] : UINT64_MAX;
 }
 
+static int cmp_inv(const void *a, const void *b) {
+  const struct inv_block *x = a, *y = b;
+  if (x->src != y->src)
+    return x->src < y->src ? -1 : 1;
+  return x->img < y->img ? -1 : x->img > y->img;
+}
+
 static int cmp_u32p(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return x < y ? -1 : x > y;
@@ -286,6 +299,33 @@ typedef bool (*range_fn)(pdb_ctx *c, uint32_t rva, uint32_t len, void *arg);
 static bool map_range(pdb_ctx *c, uint32_t rva, uint32_t len, range_fn emit, void *arg) {
   if (!c->nomap)
     return emit(c, rva, len, arg);
+  if (c->ninv) {
+    /* DIA maps an image address back to the source through OMAP to-src and
+     * looks it up there: so a source range covers every image block whose
+     * to-src interval overlaps it (several blocks can map onto one source
+     * byte, as in the padding a relinker fills in) */
+    uint64_t s = rva, e = (uint64_t)rva + len;
+    uint64_t key = s > c->inv_maxlen ? s - c->inv_maxlen : 0;
+    size_t lo = 0, hi = c->ninv;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (c->inv[mid].src < key)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (size_t j = lo; j < c->ninv && c->inv[j].src < e; j++) {
+      const struct inv_block *b = &c->inv[j];
+      uint64_t a = s > b->src ? s : b->src;
+      uint64_t z = (uint64_t)b->src + b->len < e ? (uint64_t)b->src + b->len : e;
+      if (a >= z)
+        continue;
+      uint64_t img = (uint64_t)b->img + (a - b->src);
+      if (img <= UINT32_MAX && !emit(c, (uint32_t)img, (uint32_t)(z - a), arg))
+        return false;
+    }
+    return true;
+  }
   uint64_t cur = rva, end = (uint64_t)rva + len;
   long i = omap_find(c, rva);
   if (i < 0)
@@ -1362,6 +1402,29 @@ static ps_err read_sections(pdb_ctx *c, const uint16_t *dbg, size_t ndbg) {
       if (c->omap[i].to)
         c->img_starts[c->nimg++] = c->omap[i].to;
     qsort(c->img_starts, c->nimg, sizeof *c->img_starts, cmp_u32p);
+    msf_stream_t t;
+    if (ndbg > DBG_OMAP_TO_SRC && msf_stream(&c->msf, dbg[DBG_OMAP_TO_SRC], &t, c->diag) == PS_E_OK) {
+      size_t nt = t.len / 8;
+      c->inv = ps_alloc_array(c->budget, nt ? nt : 1, sizeof *c->inv, &e);
+      if (!c->inv) {
+        msf_stream_free(&c->msf, &t);
+        return ps_diag_set(c->diag, e, "OMAP to-src", (size_t)-1, "%zu entries", nt);
+      }
+      for (size_t i = 0; i < nt; i++) {
+        uint32_t from = ld32(t.data + i * 8), to = ld32(t.data + i * 8 + 4);
+        uint32_t next = i + 1 < nt ? ld32(t.data + (i + 1) * 8) : from + 1;
+        if (to == 0 || next <= from)
+          continue; /* image bytes that map to no source */
+        struct inv_block *b = &c->inv[c->ninv++];
+        b->src = to;
+        b->img = from;
+        b->len = next - from;
+        if (b->len > c->inv_maxlen)
+          c->inv_maxlen = b->len;
+      }
+      msf_stream_free(&c->msf, &t);
+      qsort(c->inv, c->ninv, sizeof *c->inv, cmp_inv);
+    }
     if (!sorted)
       return ps_diag_set(c->diag, PS_E_CORRUPT, "OMAP from-src", (size_t)-1,
                          "entries are not sorted by source address");
@@ -1594,6 +1657,8 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   if (c->contribs)
     free(c->contribs);
   free_arr(c, c->img_starts, c->nomap, sizeof *c->img_starts);
+  if (c->inv)
+    free(c->inv);
   free_arr(c, c->ipi_off, c->nipi, sizeof *c->ipi_off);
   free_arr(c, c->tpi_off, c->ntpi, sizeof *c->tpi_off);
   free_arr(c, c->files, c->cfiles, sizeof *c->files);

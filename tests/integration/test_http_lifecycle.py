@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pdbsym_server import MODULE, Checks, Server, SlowUpstream  # noqa: E402
 
 c = Checks()
-DELAY = 3.0
+DELAY = 4.0
 up = SlowUpstream(DELAY)
 
 
@@ -56,7 +56,13 @@ try:
         ts = [threading.Thread(target=slow, args=(i,)) for i in range(2)]
         for t in ts:
             t.start()
-        time.sleep(0.8)
+        # wait until both are in flight (the machine may be busy)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            st, h, body = srv.request("GET", "/metrics")
+            if b"\npdbsym_http_requests_in_flight 2\n" in body:
+                break
+            time.sleep(0.05)
         st, h, body = srv.request("POST", "/symbolicate", {"modules": [module(20)], "frames": frames_for(1)})
         c.eq("in flight over the limit: 503", st, 503)
         c.eq("503 Retry-After", h.get("retry-after"), "3")
@@ -83,7 +89,7 @@ try:
                 got, closed = b"", False
             took = time.time() - t0
             s.close()
-            c.true("%s connection closed by the server" % what, closed and took < 5,
+            c.true("%s connection closed by the server" % what, closed and took < 8,
                    "closed=%s after %.1fs, got %r" % (closed, took, got[:80]))
     finally:
         srv.close()
@@ -131,7 +137,12 @@ try:
         keep.getresponse().read()
         t = threading.Thread(target=inflight)
         t.start()
-        time.sleep(0.8)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            st, h, body = srv.request("GET", "/metrics")
+            if b"\npdbsym_http_requests_in_flight 1\n" in body:
+                break
+            time.sleep(0.05)
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         keep.request("GET", "/ready")

@@ -16,7 +16,7 @@
 #include "symtab.h"
 
 /* "<source>/../shared/corpus", or NULL when absent */
-static const char *corpus_dir(void) {
+static inline const char *corpus_dir(void) {
   static char buf[4096];
   const char *src = getenv("PDBSYM_SOURCE_DIR");
   if (!src)
@@ -32,7 +32,7 @@ static const char *corpus_dir(void) {
 }
 
 /* whole file, malloc'ed; NULL if unreadable */
-static uint8_t *slurp(const char *path, size_t *len) {
+static inline uint8_t *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return NULL;
@@ -63,12 +63,12 @@ typedef struct {
 } manifest_row;
 
 /* Splits MANIFEST.tsv into rows (in place in *text, which the caller frees). */
-static int manifest_rows(const char *dir, char **text, manifest_row **rows) {
+static inline int manifest_rows(const char *dir, char **text, manifest_row **rows) {
   *text = NULL;
   *rows = NULL;
   char path[4200];
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
-  size_t len;
+  size_t len = 0;
   uint8_t *t = slurp(path, &len);
   if (!t)
     return 0;
@@ -112,11 +112,11 @@ static int manifest_rows(const char *dir, char **text, manifest_row **rows) {
 
 /* Reads path into st (finished on success). Returns the error code; the
  * diagnostic text goes to msg. */
-static ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, char *msg, size_t cap) {
-  size_t len;
+static inline ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, char *msg, size_t cap) {
+  size_t len = 0;
   uint8_t *data = slurp(path, &len);
   if (!data) {
-    snprintf(msg, cap, "cannot read %s", path);
+    snprintf(msg, cap, "cannot read %.300s", path);
     return PS_E_IO;
   }
   ps_budget_init(b, PS_DEFAULT_BUDGET);

@@ -115,7 +115,7 @@ typedef struct {
 } tally;
 
 static void check_seqpoints_tsv(const char *path, const symtab *st, tally *t) {
-  size_t len;
+  size_t len = 0;
   uint8_t *raw = slurp(path, &len);
   if (!raw)
     return;
@@ -300,7 +300,7 @@ static void walk_other(const char *dir) {
       walk_other(p);
       continue;
     }
-    size_t len;
+    size_t len = 0;
     uint8_t *data = slurp(p, &len);
     if (!data)
       continue;
@@ -381,7 +381,7 @@ TEST(truncated_and_bitflipped_pdbs_fail_cleanly) {
   for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", g_corpus, files[f]);
-    size_t len;
+    size_t len = 0;
     uint8_t *data = slurp(path, &len);
     if (!data)
       continue;

@@ -342,7 +342,7 @@ TEST(native_lookups_match_llvm_symbolizer) {
     char pdb_path[4400], pe_path[4400], msg[400];
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, r->cols[0]);
     snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
-    size_t pe_len, pdb_len;
+    size_t pe_len = 0, pdb_len = 0;
     uint8_t *pe = slurp(pe_path, &pe_len);
     uint8_t *pdb = slurp(pdb_path, &pdb_len);
     range code[16];
@@ -458,6 +458,23 @@ TEST(native_lookups_match_llvm_symbolizer) {
 
 /* ---- Breakpad .sym ------------------------------------------------------ */
 
+static const char *base_name(const char *p) {
+  const char *b = p;
+  for (; *p; p++)
+    if (*p == '/' || *p == '\\' || *p == ':')
+      b = p + 1;
+  return b;
+}
+
+static bool base_eq(const char *a, const char *b) {
+  a = base_name(a);
+  b = base_name(b);
+  for (; *a && *b; a++, b++)
+    if ((*a | 32) != (*b | 32))
+      return false;
+  return *a == *b;
+}
+
 TEST(native_lookups_match_breakpad_sym) {
   if (!g_corpus)
     SKIP("../shared/corpus absent");
@@ -496,7 +513,7 @@ TEST(native_lookups_match_breakpad_sym) {
     char *line = NULL;
     size_t lcap = 0;
     long nf = 0, nfok = 0, nl = 0, nlok = 0;
-    bool in_func = false, func_multi = false;
+    bool in_func = false, func_multi = false, func_inlines = false;
     char example[700] = "";
     while (getline(&line, &lcap, f) > 0) {
       line[strcspn(line, "\r\n")] = '\0';
@@ -518,7 +535,14 @@ TEST(native_lookups_match_breakpad_sym) {
           nfiles = num + 1;
         continue;
       }
+      if (strncmp(line, "INLINE ", 7) == 0) {
+        /* Mozilla's dump_syms: its line records then give the innermost
+         * frame's line, the INLINE records the call sites */
+        func_inlines = true;
+        continue;
+      }
       if (strncmp(line, "FUNC ", 5) == 0) {
+        func_inlines = false;
         const char *p = line + 5;
         func_multi = strncmp(p, "m ", 2) == 0;
         if (func_multi)
@@ -565,10 +589,13 @@ TEST(native_lookups_match_breakpad_sym) {
       for (int k = 0; k < 2; k++) {
         st_lookup_rva(&st, probes[k], a);
         nl++;
-        const st_symbol *o = a->nsyms ? &a->syms[a->nsyms - 1] : NULL;
-        /* tecken's .sym rewrote file names to source-server URLs ("hg:...") */
+        const st_symbol *o = a->nsyms ? &a->syms[func_inlines ? 0 : a->nsyms - 1] : NULL;
+        /* tecken's .sym rewrote file names (source-server URLs "hg:...", paths
+         * joined onto its build folder): there the base names must agree */
         bool same_file = o && o->file &&
-                         (strcmp(o->file, want_file) == 0 || strncmp(want_file, "hg:", 3) == 0);
+                         (strcmp(o->file, want_file) == 0 ||
+                          (strstr(pairs[i][1], "tecken") &&
+                           (strncmp(want_file, "hg:", 3) == 0 || base_eq(o->file, want_file))));
         bool ok = o && o->has_line && o->line == lno && same_file;
         if (ok)
           nlok++;
@@ -594,8 +621,8 @@ TEST(native_lookups_match_breakpad_sym) {
   printf("  total: FUNC records %ld of %ld agree, line records (first and last byte) %ld of %ld\n",
          tfok, tf, tlok, tl);
   CHECK(tf > 1000 && tl > 10000);
-  CHECK(tfok * 100 >= tf * 95);
-  CHECK(tlok * 100 >= tl * 90);
+  CHECK(tfok * 100 >= tf * 98); /* the rest: name spellings (DIA undecorates publics, `anonymous namespace') */
+  CHECK(tlok * 1000 >= tl * 999);
 }
 
 int main(void) {
