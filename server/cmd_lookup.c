@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "filemap.h"
+#include "symfile.h"
 #include "loader.h"
 #include "module.h"
 #include "render.h"
@@ -105,19 +106,19 @@ static void answer(const render_module *rm, const symtab *st, const char *text) 
 }
 
 static int load(const char *file, const char *image, symtab *st) {
-  filemap fm, im;
+  symfile fm, im;
   ps_diag d;
   ps_diag_clear(&d);
   char msg[512];
-  if (filemap_open(&fm, file, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
+  if (symfile_open(&fm, file, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
     fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
     return 2;
   }
   memset(&im, 0, sizeof im);
-  if (image && filemap_open(&im, image, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
+  if (image && symfile_open(&im, image, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
     fprintf(stderr, "pdbsym: cannot read image %s: %s\n", image,
             ps_diag_format(&d, msg, sizeof msg));
-    filemap_close(&fm);
+    symfile_close(&fm);
     return 2;
   }
   ps_budget budget;
@@ -125,8 +126,9 @@ static int load(const char *file, const char *image, symtab *st) {
   st_init(st, &budget);
   ps_err rc = loader_read(fm.data, fm.len, image ? im.data : NULL, im.len, &budget, st, &d);
   st->budget = NULL; /* the budget lives on this stack frame only */
-  filemap_close(&fm);
-  filemap_close(&im);
+  symfile_close(&fm);
+  if (image)
+    symfile_close(&im);
   if (rc != PS_E_OK) {
     fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
     st_free(st);
@@ -139,7 +141,8 @@ static void lookup_usage(FILE *out) {
   fprintf(out,
           "usage: pdbsym lookup [--image PE] FILE [ADDRESS...]\n\n"
           "Answers addresses from FILE (a Windows PDB, a Portable PDB, or a PE with an\n"
-          "embedded Portable PDB), one JSON object per line, in input order.\n"
+          "embedded Portable PDB; NAME.gz is inflated first), one JSON object per line,\n"
+          "in input order.\n"
           "ADDRESS is an RVA (0x1a2b) or a method token and IL offset (0x06000004+6).\n"
           "With no ADDRESS, addresses are read from standard input, one per line.\n\n"
           "  --image PE   the module's PE image, for full .NET method names\n\n"

@@ -22,6 +22,7 @@
  * the same command again resumes: what is cached is counted "already cached".
  */
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,7 +34,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <zlib.h>
 
 #include "cli.h"
 #include "engine.h"
@@ -43,9 +43,9 @@
 #include "module.h"
 #include "pe.h"
 #include "settings.h"
+#include "symfile.h"
 
 #define WARM_MAX_JOBS 64
-#define WARM_MAX_GZ ((size_t)2 << 30) /* largest inflated .pdb.gz */
 
 typedef enum { TASK_RESOLVE, TASK_FILE } task_kind;
 
@@ -356,55 +356,6 @@ typedef enum { R_FOUND, R_CACHED, R_MISSING, R_FAILED } result;
 
 static void report(warm_state *w, result r, const char *what, const char *detail, uint64_t bytes);
 
-/* Reads path, inflating NAME.gz.  The caller frees *owned (may be NULL when
- * the bytes are the map). */
-static ps_err read_file(const char *path, filemap *fm, const uint8_t **data, size_t *len,
-                        uint8_t **owned, ps_diag *d) {
-  *owned = NULL;
-  ps_err rc = filemap_open(fm, path, 0, d);
-  if (rc != PS_E_OK)
-    return rc;
-  *data = fm->data;
-  *len = fm->len;
-  if (!ends_with(path, ".gz"))
-    return PS_E_OK;
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-    return ps_diag_set(d, PS_E_NOMEM, "gzip", 0, "cannot start inflating");
-  size_t cap = fm->len * 8 + 4096, n = 0;
-  uint8_t *buf = malloc(cap);
-  z.next_in = (uint8_t *)(uintptr_t)fm->data;
-  z.avail_in = (uInt)(fm->len > UINT32_MAX ? UINT32_MAX : fm->len);
-  int zr = Z_OK;
-  while (buf && zr == Z_OK) {
-    if (n == cap) {
-      if (cap >= WARM_MAX_GZ) {
-        zr = Z_MEM_ERROR;
-        break;
-      }
-      uint8_t *bigger = realloc(buf, cap * 2);
-      if (!bigger)
-        break;
-      buf = bigger;
-      cap *= 2;
-    }
-    z.next_out = buf + n;
-    z.avail_out = (uInt)(cap - n);
-    zr = inflate(&z, Z_NO_FLUSH);
-    n = cap - z.avail_out;
-  }
-  inflateEnd(&z);
-  if (!buf || zr != Z_STREAM_END) {
-    free(buf);
-    return ps_diag_set(d, PS_E_CORRUPT, "gzip", 0, "not a complete gzip file");
-  }
-  *owned = buf;
-  *data = buf;
-  *len = n;
-  return PS_E_OK;
-}
-
 static const char *image_for(const warm_state *w, const module_id *m, st_format fmt) {
   char key[300];
   module_cache_key(m, fmt, key, sizeof key);
@@ -416,17 +367,19 @@ static const char *image_for(const warm_state *w, const module_id *m, st_format 
 
 /* Parses one local file into the cache. */
 static void ingest_file(warm_state *w, const char *path) {
-  filemap fm;
+  symfile fm;
   ps_diag d;
   ps_diag_clear(&d);
   char msg[512];
-  const uint8_t *data;
-  size_t len;
-  uint8_t *owned;
-  if (read_file(path, &fm, &data, &len, &owned, &d) != PS_E_OK) {
+  if (symfile_open(&fm, path, 0, &d) != PS_E_OK) {
     report(w, R_FAILED, path, ps_diag_format(&d, msg, sizeof msg), 0);
     return;
   }
+  const uint8_t *data = fm.data;
+  size_t len = fm.len;
+  char source[PATH_MAX]; /* where the module came from, as the cache records it */
+  if (!realpath(path, source))
+    snprintf(source, sizeof source, "%s", path);
   load_kind kind = loader_sniff(data, len);
   module_id m;
   memset(&m, 0, sizeof m);
@@ -508,15 +461,14 @@ static void ingest_file(warm_state *w, const char *path) {
   pthread_mutex_unlock(&w->mu);
   if (twice || engine_cached(w->eng, &m, fmt)) {
     report(w, R_CACHED, what, path, len);
-  } else if (engine_ingest(w->eng, &m, fmt, &st, path, &d) != PS_E_OK) {
+  } else if (engine_ingest(w->eng, &m, fmt, &st, source, &d) != PS_E_OK) {
     report(w, R_FAILED, what, ps_diag_format(&d, msg, sizeof msg), len);
   } else {
     report(w, R_FOUND, what, path, len);
   }
   st_free(&st);
 out:
-  free(owned);
-  filemap_close(&fm);
+  symfile_close(&fm);
 }
 
 static void resolve(warm_state *w, const module_id *m) {

@@ -135,6 +135,14 @@ try:
     c.eq("native PDB: an address no function covers", (rc, got[0]["status"]), (0, "unknown_address"))
     c.true("native PDB: unknown_address has an error", bool(got[0].get("error")), got[0])
 
+    # a gzip'ed PDB (as the fixtures are committed) is inflated first
+    gz = os.path.join(clilib.NATIVE, native["pdb"])
+    rc1, out1, _ = sb.run(["lookup", gz, "0x1000", "0x1010"])
+    rc2, out2, _ = sb.run(["lookup", "n.pdb", "0x1000", "0x1010"])
+    c.eq("a .pdb.gz answers as the PDB", (rc1, out1), (0, out2))
+    with open(gz, "rb") as f, open(sb.path("cut.pdb.gz"), "wb") as o:
+        o.write(f.read()[:200])
+
     # ---- unreadable or unparseable files: one line on stderr, exit 2
     with open(sb.path("junk.pdb"), "wb") as f:
         f.write(b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0" + b"\xff" * 200)
@@ -143,6 +151,7 @@ try:
     for args, what in ((["nosuch.pdb", "0x1000"], "missing file"),
                        (["junk.pdb", "0x1000"], "corrupt MSF"),
                        (["text.pdb", "0x1000"], "not a symbol file"),
+                       (["cut.pdb.gz", "0x1000"], "a truncated gzip file"),
                        ([".", "0x1000"], "a folder"),
                        (["--image", "nosuch.dll", pdb, "0x06000001+0"], "missing image")):
         rc, out, err = sb.run(["lookup"] + args)

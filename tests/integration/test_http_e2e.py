@@ -39,7 +39,7 @@ def put(name, key, data):
 
 
 # ---- native fixtures -> symstore, frames and expected answers
-native = []  # (module dict, [(rva, [answers...])])
+native = []  # (module dict, [(rva, (expected row, (crosscheck row, note) or None))])
 header = None
 for line in open(os.path.join(native_dir, "MANIFEST.tsv")):
     if line.startswith("# name"):
@@ -61,15 +61,15 @@ for line in open(os.path.join(native_dir, "MANIFEST.tsv")):
             if ln.startswith("#") or not ln.strip():
                 continue
             f = ln.rstrip("\n").split("\t")
-            out.append((int(f[0], 16), int(f[1], 16), json.loads(f[2])))
+            out.append((int(f[0], 16), int(f[1], 16), json.loads(f[2]), f[3] if len(f) > 3 else ""))
         return out
 
     exp, alt = rows(expected), rows(crosscheck)
     frames = []
-    for lo, hi, ans in exp:
+    for lo, hi, ans, _ in exp:
         for rva in sorted({lo, (lo + hi - 1) // 2, hi - 1}):
-            answers = [ans] + [a for l2, h2, a in alt if l2 <= rva < h2]
-            frames.append((rva, answers))
+            cc = [(a, note) for l2, h2, a, note in alt if l2 <= rva < h2]
+            frames.append((rva, (ans, cc[0] if cc else None)))
     native.append(({"debug_file": cv_path, "debug_id": symkey}, frames, name))
 
 
@@ -78,6 +78,23 @@ def sym_view(symbols):
     # compared by its decorated name
     return [{"function": s.get("mangled") or s.get("function"), "file": s.get("file"), "line": s.get("line")}
             for s in symbols]
+
+
+def native_ok(got, want):
+    """tests/unit/fixtures.h's fx_answer_ok: where a crosscheck row exists,
+    inline frames follow llvm-pdbutil's reading when llvm-symbolizer 14 is
+    known wrong ("inline-line"), and the outermost frame may be either's."""
+    exp, cc = oracle_view(want[0]), want[1]
+    if cc is None:
+        return got == exp
+    alt, note = oracle_view(cc[0]), cc[1]
+    if len(got) != len(alt):
+        return False
+    for i in range(len(got) - 1):
+        ref = alt[i] if "inline-line" in note or len(exp) != len(alt) else exp[i]
+        if got[i] != ref:
+            return False
+    return not got or got[-1] == alt[-1] or (len(exp) == len(got) and got[-1] == exp[-1])
 
 
 def oracle_view(ans):
@@ -172,10 +189,10 @@ try:
     bad_by = {}
     for (kind, name, addr, want), got in zip(expect, j["frames"]):
         if kind == "native":
-            ok = got["status"] == "ok" and any(sym_view(got["symbols"]) == oracle_view(a) for a in want)
+            ok = got["status"] == "ok" and native_ok(sym_view(got["symbols"]), want)
             if not ok and bad < 4:
                 print("  %s 0x%x: got %s\n    want %s" % (name, addr, json.dumps(got.get("symbols", got)),
-                                                         json.dumps(want[0])))
+                                                         json.dumps(want)))
         elif kind == "managed":
             sp = want
             s = got.get("symbols", [{}])[0]
