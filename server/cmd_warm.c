@@ -460,11 +460,11 @@ static void ingest_file(warm_state *w, const char *path) {
   bool twice = !key_add(&w->stored, key);
   pthread_mutex_unlock(&w->mu);
   if (twice || engine_cached(w->eng, &m, fmt)) {
-    report(w, R_CACHED, what, path, len);
+    report(w, R_CACHED, what, source, len);
   } else if (engine_ingest(w->eng, &m, fmt, &st, source, &d) != PS_E_OK) {
     report(w, R_FAILED, what, ps_diag_format(&d, msg, sizeof msg), len);
   } else {
-    report(w, R_FOUND, what, path, len);
+    report(w, R_FOUND, what, source, len);
   }
   st_free(&st);
 out:
