@@ -183,6 +183,7 @@ int cmd_symbolicate(int argc, char **argv) {
     free(text);
   }
   free(r.body);
+  fflush(stdout); /* the answer first: closing waits for pending downloads */
   if (eng)
     engine_close(eng);
   return status;
