@@ -65,6 +65,7 @@ typedef struct {
 typedef struct {
   char key[300];
   char *path; /* borrowed from the file task list */
+  module_id m; /* code_file and code id set */
 } image_ref;
 
 typedef struct {
@@ -337,6 +338,7 @@ static void scan(task_list *files, task_list *resolve, key_set *wanted, image_li
             }
             if (images->n < images->cap) {
               snprintf(images->v[images->n].key, sizeof images->v[images->n].key, "%s", key);
+              images->v[images->n].m = r.m;
               images->v[images->n++].path = t->path;
             }
           }
@@ -348,6 +350,50 @@ static void scan(task_list *files, task_list *resolve, key_set *wanted, image_li
     }
     t->ingest = stay; /* paths stay alive: images borrow them */
   }
+}
+
+/* The .NET images of the walk, in symbol-store layout
+ * (DIR/Demo.dll/<TIMESTAMP><SizeOfImage>/Demo.dll, symbolic links), so that
+ * the engine finds them first when a PDB it fetches needs the image's method
+ * names.  Returns false when there is nothing to link (dir untouched). */
+static bool image_store(const image_list *images, char *dir, size_t cap) {
+  if (!images->n)
+    return false;
+  const char *t = getenv("TMPDIR");
+  snprintf(dir, cap, "%s/pdbsym-warm-XXXXXX", t && *t ? t : "/tmp");
+  if (!mkdtemp(dir))
+    return false;
+  for (size_t i = 0; i < images->n; i++) {
+    const module_id *m = &images->v[i].m;
+    char sub[PATH_MAX], target[PATH_MAX];
+    if (!m->has_code_id || !realpath(images->v[i].path, target))
+      continue;
+    snprintf(sub, sizeof sub, "%s/%s", dir, m->code_file);
+    mkdir(sub, 0700);
+    size_t n = strlen(sub);
+    snprintf(sub + n, sizeof sub - n, "/%08X%X", m->code_timestamp, m->code_size);
+    mkdir(sub, 0700);
+    n = strlen(sub);
+    snprintf(sub + n, sizeof sub - n, "/%s", m->code_file);
+    if (symlink(target, sub) != 0 && errno != EEXIST)
+      continue;
+  }
+  return true;
+}
+
+static void image_store_remove(const image_list *images, const char *dir) {
+  for (size_t i = 0; i < images->n; i++) {
+    const module_id *m = &images->v[i].m;
+    char sub[PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/%s/%08X%X/%s", dir, m->code_file, m->code_timestamp,
+             m->code_size, m->code_file);
+    unlink(sub);
+    *strrchr(sub, '/') = '\0';
+    rmdir(sub);
+    *strrchr(sub, '/') = '\0';
+    rmdir(sub);
+  }
+  rmdir(dir);
 }
 
 /* ---- work ------------------------------------------------------------------ */
@@ -709,12 +755,28 @@ int cmd_warm(int argc, char **argv) {
   engine *eng = NULL;
   engine_config ec;
   settings_engine_config(&cfg, &ec);
+  /* local .NET images first on the symbol path: names for fetched PDBs */
+  char img_dir[PATH_MAX];
+  bool have_img_dir = resolves.n && image_store(&images, img_dir, sizeof img_dir);
+  char *path_with_images = NULL;
+  if (have_img_dir) {
+    const char *rest = ec.symbol_path ? ec.symbol_path : "srv*https://msdl.microsoft.com/download/symbols";
+    size_t n = strlen(img_dir) + strlen(rest) + 2;
+    path_with_images = malloc(n);
+    if (path_with_images) {
+      snprintf(path_with_images, n, "%s;%s", img_dir, rest);
+      ec.symbol_path = path_with_images;
+    }
+  }
   ps_diag d;
   ps_diag_clear(&d);
   if (engine_open(&ec, &eng, &d) != PS_E_OK) {
     char msg[512];
     fprintf(stderr, "pdbsym warm: cannot open the cache in %s: %s\n", ec.cache_dir,
             ps_diag_format(&d, msg, sizeof msg));
+    if (have_img_dir)
+      image_store_remove(&images, img_dir);
+    free(path_with_images);
     return 1;
   }
   warm_state w;
@@ -774,6 +836,9 @@ int cmd_warm(int argc, char **argv) {
           "warm: %zu found, %zu already cached, %zu missing, %zu failed, %.1f MiB in %.1f s%s\n",
           w.found, w.cached, w.missing, w.failed, (double)w.bytes / 1048576.0, secs, rest);
   engine_close(eng);
+  if (have_img_dir)
+    image_store_remove(&images, img_dir);
+  free(path_with_images);
   for (size_t i = 0; i < files.n; i++)
     free(files.v[i].path);
   free(files.v);

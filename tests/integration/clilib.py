@@ -40,6 +40,7 @@ class Sandbox:
         self.env["PDBSYM_CACHE_DIR"] = self.cache
         # a dead local port: a test that forgets its symbol path fails fast
         self.env["PDBSYM_SYMBOL_PATH"] = "srv*http://127.0.0.1:9"
+        self.env["TMPDIR"] = self.dir  # what a command leaves behind is seen
 
     def path(self, *parts):
         return os.path.join(self.dir, *parts)

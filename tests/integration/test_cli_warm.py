@@ -182,6 +182,32 @@ try:
     finally:
         sb4.close()
 
+    # ---- a .NET image whose Windows PDB is fetched: names from the local image
+    sb8 = Sandbox("pdbsym-cli-warm-managed-")
+    try:
+        wd = os.path.join(clilib.MANAGED, "windows-debug")
+        cv = [x for x in map(json.loads, open(os.path.join(wd, "Demo.dll.srm.jsonl"))) if x.get("type") == "CodeView"][0]
+        key = cv["guid"].replace("-", "").upper() + "%X" % cv["age"]
+        pdb_path = srv.put("Demo.pdb", key, open(os.path.join(wd, "Demo.pdb"), "rb").read())
+        os.makedirs(sb8.path("app", "bin"))
+        shutil.copy(os.path.join(wd, "Demo.dll"), sb8.path("app", "bin"))
+        srv.reset()
+        rc, out, err = sb8.run(["warm", "app"], env=sp)
+        hits = srv.hits()["hits"]
+        c.eq("managed image: the PDB fetched", (rc, summary(err), hits.get(pdb_path)),
+             (0, {"found": 1, "already cached": 0, "missing": 0, "failed": 0}, 1))
+        c.eq("managed image: the image itself never asked upstream", [h for h in hits if "demo.dll" in h.lower()], [])
+        sp0 = [x for x in map(json.loads, open(os.path.join(wd, "Demo.pdb.winpdb.jsonl"))) if x["kind"] == "sp"][0]
+        req = {"modules": [{"debug_file": "Demo.pdb", "debug_id": "%s-%d" % (cv["guid"], cv["age"])}],
+               "frames": [{"module": 0, "token": sp0["token"], "il_offset": sp0["il"]}]}
+        rc, out, err = sb8.run(["symbolicate", "--offline"], stdin=json.dumps(req))
+        fn = json.loads(out)["frames"][0]["symbols"][0]["function"] if rc == 0 else err
+        c.eq("managed image: full method name from the local image", fn,
+             sp0["method"].replace("::", ".").replace("/", "+"))
+        c.eq("managed image: no temporary folder left", [x for x in os.listdir(sb8.dir) if x.startswith("pdbsym-warm-")], [])
+    finally:
+        sb8.close()
+
     # ---- several CodeView entries in one image (ReadyToRun, from the corpus)
     r2r = os.path.join(clilib.CORPUS, "pe", "symstore", "System.Threading.Thread.dll")
     if os.path.exists(r2r):
