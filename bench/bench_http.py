@@ -68,8 +68,13 @@ body = json.dumps({"modules": entries, "frames": frames})
 ss = subprocess.Popen([sys.executable, os.path.join(root, "tests", "symserver.py"), store],
                       stdout=subprocess.PIPE, text=True)
 ss_port = int(ss.stdout.readline().split()[1])
-srv = Server(env={"PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % ss_port, "PDBSYM_OFFLINE": "false",
-                  "PDBSYM_MAX_INFLIGHT": "1024"})
+try:
+    srv = Server(env={"PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % ss_port, "PDBSYM_OFFLINE": "false",
+                      "PDBSYM_MAX_INFLIGHT": "1024"})
+except Exception:
+    ss.kill()
+    shutil.rmtree(store, ignore_errors=True)
+    raise
 
 
 def cpu_s():

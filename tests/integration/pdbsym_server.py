@@ -57,9 +57,16 @@ class Server:
                 if rec.get("msg") == "listening":
                     self.port = rec["port"]
             if self.proc.poll() is not None:
-                raise RuntimeError("pdbsym serve exited %d: %s" % (self.proc.returncode, open(self.log_path).read()))
+                log = open(self.log_path).read()
+                self.log_file.close()
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                raise RuntimeError("pdbsym serve exited %d: %s" % (self.proc.returncode, log))
             time.sleep(0.02)
         if self.port is None:
+            self.proc.kill()
+            self.proc.wait()
+            self.log_file.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
             raise RuntimeError("pdbsym serve did not start")
 
     def logs(self):
