@@ -368,13 +368,25 @@ static bool image_store(const image_list *images, char *dir, size_t cap) {
     char sub[PATH_MAX], target[PATH_MAX];
     if (!m->has_code_id || !realpath(images->v[i].path, target))
       continue;
-    snprintf(sub, sizeof sub, "%s/%s", dir, m->code_file);
+    size_t dl = strlen(dir), cl = strlen(m->code_file);
+    if (dl + 2 * cl + 24 >= sizeof sub)
+      continue;
+    /* DIR/NAME, DIR/NAME/ID, DIR/NAME/ID/NAME, each made in turn */
+    char *p = sub;
+    memcpy(p, dir, dl);
+    p += dl;
+    *p++ = '/';
+    memcpy(p, m->code_file, cl);
+    p += cl;
+    *p = '\0';
     mkdir(sub, 0700);
-    size_t n = strlen(sub);
-    snprintf(sub + n, sizeof sub - n, "/%08X%X", m->code_timestamp, m->code_size);
+    int k = snprintf(p, sizeof sub - (size_t)(p - sub), "/%08X%X", m->code_timestamp, m->code_size);
+    if (k < 0)
+      continue;
+    p += k;
     mkdir(sub, 0700);
-    n = strlen(sub);
-    snprintf(sub + n, sizeof sub - n, "/%s", m->code_file);
+    *p++ = '/';
+    memcpy(p, m->code_file, cl + 1);
     if (symlink(target, sub) != 0 && errno != EEXIST)
       continue;
   }
@@ -385,8 +397,10 @@ static void image_store_remove(const image_list *images, const char *dir) {
   for (size_t i = 0; i < images->n; i++) {
     const module_id *m = &images->v[i].m;
     char sub[PATH_MAX];
-    snprintf(sub, sizeof sub, "%s/%s/%08X%X/%s", dir, m->code_file, m->code_timestamp,
-             m->code_size, m->code_file);
+    int k = snprintf(sub, sizeof sub, "%s/%s/%08X%X/%s", dir, m->code_file, m->code_timestamp,
+                     m->code_size, m->code_file);
+    if (k < 0 || (size_t)k >= sizeof sub)
+      continue;
     unlink(sub);
     *strrchr(sub, '/') = '\0';
     rmdir(sub);
