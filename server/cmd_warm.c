@@ -684,10 +684,10 @@ static void warm_usage(FILE *out) {
           "interrupted warm resumes when run again.\n\n"
           "  --modules FILE      'debug_file debug_id [windows|portable]' per line, or a JSON\n"
           "                      modules array as in POST /symbolicate ('-': standard input)\n"
-          "  --jobs N            modules worked on at once, 1 to %d (default 4)\n"
+          "  --jobs N, -j N      modules worked on at once, 1 to %d (default 4)\n"
           "  --allow-failures    exit 0 even when some modules failed or are missing\n"
-          "  --quiet             log only missing and failed modules (no bar on a terminal\n"
-          "                      is unaffected)\n"
+          "  --quiet, -q         log only missing and failed modules (the bar on a\n"
+          "                      terminal stays)\n"
           "%s\n"
           "On a terminal a progress bar is drawn on stderr, elsewhere one line per module;\n"
           "either way a summary line ends the run.\n\n"
@@ -719,7 +719,7 @@ int cmd_warm(int argc, char **argv) {
       warm_usage(stdout);
       return 0;
     } else if (!strcmp(a, "--modules") || !strncmp(a, "--modules=", 10)) {
-      const char *v = a[9] == '=' ? a + 10 : i + 1 < argc ? argv[++i] : NULL;
+      const char *v = !strncmp(a, "--modules=", 10) ? a + 10 : i + 1 < argc ? argv[++i] : NULL;
       if (!v) {
         fprintf(stderr, "pdbsym warm: --modules needs a file ('-' for standard input)\n");
         return 2;
@@ -727,7 +727,7 @@ int cmd_warm(int argc, char **argv) {
       if (read_module_list(&resolves, v) != 0)
         bad = 1;
     } else if (!strcmp(a, "--jobs") || !strcmp(a, "-j") || !strncmp(a, "--jobs=", 7)) {
-      const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+      const char *v = !strncmp(a, "--jobs=", 7) ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
       char *end = NULL;
       long n = v ? strtol(v, &end, 10) : 0;
       if (!v || *end || n < 1 || n > WARM_MAX_JOBS) {

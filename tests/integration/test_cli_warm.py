@@ -128,7 +128,7 @@ try:
         with open(os.path.join(pdbs, "README.txt"), "w") as f:
             f.write("not a symbol file\n")
         srv.reset()
-        rc, out, err = sb3.run(["warm", "--offline", pdbs], env=sp)
+        rc, out, err = sb3.run(["warm", "-j", "1", "--offline", pdbs], env=sp)
         n = len(rows) + 3
         c.eq("PDB folder: exit", rc, 0)
         c.eq("PDB folder: summary", summary(err), {"found": n, "already cached": 0, "missing": 0, "failed": 0})
