@@ -1,7 +1,8 @@
 /*
  * cli.h - subcommands of the pdbsym binary.  Each takes (argc, argv) with
  * argv[0] the command name and returns the process exit status:
- * 0 success, 1 some work failed, 2 usage or input error.
+ * 0 success, 1 some work failed (or the service failed), 2 usage or input
+ * error (unknown option, unreadable file, bad request), 130 interrupted.
  */
 #ifndef PDBSYM_CLI_H
 #define PDBSYM_CLI_H
@@ -20,5 +21,6 @@ int cmd_warm(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_symbolicate(int argc, char **argv);
 
 #endif

@@ -46,7 +46,11 @@ static const char *USAGE =
     "options (all subcommands):\n"
     "  --cache-dir DIR     cache folder (env PDBSYM_CACHE_DIR, default ./.pdbsym-cache)\n"
     "  --cache-max-bytes N cap on the cache's size, e.g. 2G (env PDBSYM_CACHE_MAX_BYTES)\n"
-    "  --help              this text\n";
+    "  --config FILE       a config file of `key = value` lines (env PDBSYM_CONFIG)\n"
+    "  --help              this text\n"
+    "\n"
+    "Exit status: 0 done (verify: the cache is sound), 1 the cache cannot be opened\n"
+    "or verify found damage, 2 usage error.\n";
 
 static const char *SUB_HELP[][2] = {
     {"stats", "usage: pdbsym cache stats [--cache-dir DIR]\n\n"
@@ -436,7 +440,7 @@ int cmd_cache(int argc, char **argv) {
   cache_opts o = {.modules = 1, .lines = 1000, .seed = 1, .prefix = "synth-"};
   const char *arg = NULL;
   settings set;
-  settings_defaults(&set);
+  settings_init(&set, argc, argv);
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     int used = settings_flag(&set, argc, argv, i);

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "fetch.h"
 #include "module.h"
+#include "settings.h"
 
 static void fetch_usage(FILE *out) {
   fprintf(out,
@@ -26,11 +27,13 @@ static void fetch_usage(FILE *out) {
           "  --out FILE              where to write it\n"
           "  --format windows|portable  which key to try (default both)\n"
           "  --symbol-path PATH      sources (default $PDBSYM_SYMBOL_PATH, else Microsoft's)\n"
+          "  --config FILE           a config file of `key = value` lines (symbol_path)\n"
           "  --header 'Name: value'  extra HTTP header for every HTTP source (repeatable)\n"
           "  --connect-timeout-ms N  --low-speed-time S  --low-speed-limit BYTES_PER_S\n"
           "  --retries N (-1: none)  --retry-base-ms N  --max-redirects N\n"
           "  --max-bytes N           download cap   --max-inflated N  CAB member cap\n"
-          "  -v                      list the sources first\n");
+          "  -v                      list the sources first\n\n"
+          "Exit status: 0 written, 1 not found or the download failed, 2 usage error.\n");
 }
 
 static bool accept_any(void *ctx, const char *path, ps_diag *diag) {
@@ -61,7 +64,9 @@ int cmd_fetch(int argc, char **argv) {
   bool code = false, verbose = false;
   const char *headers[33];
   int nh = 0;
-  cfg.symbol_path = getenv("PDBSYM_SYMBOL_PATH");
+  settings set; /* PDBSYM_SYMBOL_PATH and the config file, as every command */
+  settings_init(&set, argc, argv);
+  cfg.symbol_path = set.symbol_path;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -77,6 +82,9 @@ int cmd_fetch(int argc, char **argv) {
       out = v, i++;
     } else if (!strcmp(a, "--format") && v) {
       format = v, i++;
+    } else if (!strcmp(a, "--config") && v) {
+      i++; /* read by settings_init */
+    } else if (!strncmp(a, "--config=", 9)) {
     } else if (!strcmp(a, "--symbol-path") && v) {
       cfg.symbol_path = v, i++;
     } else if (!strcmp(a, "--header") && v) {
@@ -104,21 +112,22 @@ int cmd_fetch(int argc, char **argv) {
       else if (!strcmp(a, "--max-inflated"))
         cfg.max_inflated_bytes = (uint64_t)n;
       else {
-        fprintf(stderr, "pdbsym fetch: unknown option '%s'\n", a);
+        fprintf(stderr, "pdbsym fetch: unknown option '%s'; run 'pdbsym fetch --help'\n", a);
         return 2;
       }
     } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "pdbsym fetch: unknown or incomplete option '%s'\n", a);
+      fprintf(stderr, "pdbsym fetch: unknown option or missing value '%s'; run 'pdbsym fetch --help'\n", a);
       return 2;
     } else if (npos < 2) {
       pos[npos++] = a;
     } else {
-      fetch_usage(stderr);
+      fprintf(stderr, "pdbsym fetch: unexpected argument '%s'; run 'pdbsym fetch --help'\n", a);
       return 2;
     }
   }
   if (npos != 2) {
-    fetch_usage(stderr);
+    fprintf(stderr, "pdbsym fetch: give DEBUG_FILE and DEBUG_ID (or --code CODE_FILE CODE_ID); "
+                    "run 'pdbsym fetch --help'\n");
     return 2;
   }
   headers[nh] = NULL;

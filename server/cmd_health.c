@@ -22,12 +22,12 @@ int cmd_health(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: pdbsym health [--listen HOST:PORT]\n\n"
              "Exits 0 when the service at HOST:PORT (default PDBSYM_LISTEN or\n"
-             "127.0.0.1:8765) answers GET /health with 200, else 1.\n");
+             "127.0.0.1:8765) answers GET /health with 200, else 1 (2: usage error).\n");
       return 0;
     } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
       listen = argv[++i];
     } else {
-      fprintf(stderr, "pdbsym health: unknown option %s (see 'pdbsym health --help')\n", argv[i]);
+      fprintf(stderr, "pdbsym health: unknown option '%s'; run 'pdbsym health --help'\n", argv[i]);
       return 2;
     }
   }

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "filemap.h"
+#include "symfile.h"
 #include "loader.h"
 #include "module.h"
 #include "render.h"
@@ -105,19 +106,19 @@ static void answer(const render_module *rm, const symtab *st, const char *text) 
 }
 
 static int load(const char *file, const char *image, symtab *st) {
-  filemap fm, im;
+  symfile fm, im;
   ps_diag d;
   ps_diag_clear(&d);
   char msg[512];
-  if (filemap_open(&fm, file, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
+  if (symfile_open(&fm, file, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
     fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
     return 2;
   }
   memset(&im, 0, sizeof im);
-  if (image && filemap_open(&im, image, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
+  if (image && symfile_open(&im, image, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
     fprintf(stderr, "pdbsym: cannot read image %s: %s\n", image,
             ps_diag_format(&d, msg, sizeof msg));
-    filemap_close(&fm);
+    symfile_close(&fm);
     return 2;
   }
   ps_budget budget;
@@ -125,8 +126,9 @@ static int load(const char *file, const char *image, symtab *st) {
   st_init(st, &budget);
   ps_err rc = loader_read(fm.data, fm.len, image ? im.data : NULL, im.len, &budget, st, &d);
   st->budget = NULL; /* the budget lives on this stack frame only */
-  filemap_close(&fm);
-  filemap_close(&im);
+  symfile_close(&fm);
+  if (image)
+    symfile_close(&im);
   if (rc != PS_E_OK) {
     fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
     st_free(st);
@@ -139,10 +141,14 @@ static void lookup_usage(FILE *out) {
   fprintf(out,
           "usage: pdbsym lookup [--image PE] FILE [ADDRESS...]\n\n"
           "Answers addresses from FILE (a Windows PDB, a Portable PDB, or a PE with an\n"
-          "embedded Portable PDB), one JSON object per line, in input order.\n"
+          "embedded Portable PDB; NAME.gz is inflated first), one JSON object per line,\n"
+          "in input order.\n"
           "ADDRESS is an RVA (0x1a2b) or a method token and IL offset (0x06000004+6).\n"
           "With no ADDRESS, addresses are read from standard input, one per line.\n\n"
-          "  --image PE   the module's PE image, for full .NET method names\n");
+          "  --image PE   the module's PE image, for full .NET method names\n\n"
+          "Works on the file alone: no cache, no network.  A bad address gives an\n"
+          "\"invalid\" line.  Exit status: 0 answered (whatever the statuses), 2 the file\n"
+          "cannot be read (one line on stderr) or usage error.\n");
 }
 
 int cmd_lookup(int argc, char **argv) {
@@ -154,7 +160,7 @@ int cmd_lookup(int argc, char **argv) {
       return 0;
     } else if (!strcmp(argv[i], "--image")) {
       if (++i >= argc) {
-        fprintf(stderr, "pdbsym lookup: --image needs a file\n");
+        fprintf(stderr, "pdbsym lookup: --image needs a file; run 'pdbsym lookup --help'\n");
         return 2;
       }
       image = argv[i];
@@ -164,14 +170,15 @@ int cmd_lookup(int argc, char **argv) {
       i++;
       break;
     } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-      fprintf(stderr, "pdbsym lookup: unknown option %s (see 'pdbsym lookup --help')\n", argv[i]);
+      fprintf(stderr, "pdbsym lookup: unknown option '%s'; run 'pdbsym lookup --help'\n", argv[i]);
       return 2;
     } else {
       break;
     }
   }
   if (i >= argc) {
-    lookup_usage(stderr);
+    fprintf(stderr, "pdbsym lookup: which file? usage: pdbsym lookup [--image PE] FILE "
+                    "[ADDRESS...]; run 'pdbsym lookup --help'\n");
     return 2;
   }
   file = argv[i++];
@@ -211,17 +218,23 @@ int cmd_dump(int argc, char **argv) {
   for (; i < argc && argv[i][0] == '-'; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: pdbsym dump [--image PE] FILE\n\n"
-             "Prints what pdbsym reads from FILE: identity, format and counts, as JSON.\n");
+             "Prints what pdbsym reads from FILE (a Windows PDB, a Portable PDB, or a PE\n"
+             "with an embedded Portable PDB): identity, format and counts, as one JSON\n"
+             "object.  --image PE adds the image's .NET method names.\n\n"
+             "Exit status: 0 read, 2 the file cannot be read or usage error.\n");
       return 0;
     } else if (!strcmp(argv[i], "--image") && i + 1 < argc) {
       image = argv[++i];
+    } else if (!strncmp(argv[i], "--image=", 8)) {
+      image = argv[i] + 8;
     } else {
-      fprintf(stderr, "pdbsym dump: unknown option %s (see 'pdbsym dump --help')\n", argv[i]);
+      fprintf(stderr, "pdbsym dump: unknown option '%s'; run 'pdbsym dump --help'\n", argv[i]);
       return 2;
     }
   }
   if (i >= argc) {
-    fprintf(stderr, "usage: pdbsym dump [--image PE] FILE\n");
+    fprintf(stderr, "pdbsym dump: which file? usage: pdbsym dump [--image PE] FILE; "
+                    "run 'pdbsym dump --help'\n");
     return 2;
   }
   symtab st;

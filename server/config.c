@@ -221,7 +221,9 @@ int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: pdbsym serve [--config FILE] [--KEY VALUE]...\n\n"
-             "Serves POST /symbolicate and the routes api.md describes.\n\n");
+             "Serves POST /symbolicate and the routes api.md describes.\n"
+             "Exit status: 0 stopped by SIGTERM or SIGINT, 1 the cache or the port cannot\n"
+             "be opened, 2 a bad setting.\n\n");
       cfg_help(stdout);
       return 1;
     }

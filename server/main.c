@@ -9,6 +9,8 @@
 static const cli_command commands[] = {
     {"lookup", "answer addresses from a PDB or PE file", cmd_lookup},
     {"dump", "show what pdbsym reads from a PDB or PE file", cmd_dump},
+    {"symbolicate", "answer a POST /symbolicate body from stdin, without a server",
+     cmd_symbolicate},
     {"warm", "fill the cache ahead of time", cmd_warm},
     {"health", "check that a running service answers /health", cmd_health},
     {"version", "print the version", cmd_version},
@@ -18,22 +20,30 @@ static const cli_command commands[] = {
 };
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: pdbsym COMMAND [OPTIONS] [ARGS]\n\ncommands:\n");
+  fprintf(out, "usage: pdbsym COMMAND [OPTIONS] [ARGS]\n"
+               "       pdbsym --version\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\n'pdbsym COMMAND --help' describes each command.\n");
+  fprintf(out,
+          "\n'pdbsym COMMAND --help' describes each command.\n\n"
+          "Commands that use the cache or the network (serve, symbolicate, warm, cache,\n"
+          "fetch) read PDBSYM_CACHE_DIR, PDBSYM_SYMBOL_PATH, PDBSYM_CACHE_MAX_BYTES and\n"
+          "PDBSYM_OFFLINE (serve also PDBSYM_LISTEN), then a config file (--config FILE or\n"
+          "PDBSYM_CONFIG), then flags.\n\n"
+          "Exit status: 0 success; 1 some work failed; 2 usage error, unreadable input or\n"
+          "bad request; 130 interrupted.\n");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    usage(stderr);
+    fprintf(stderr, "pdbsym: which command? run 'pdbsym --help' for the list\n");
     return 2;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     usage(stdout);
     return 0;
   }
-  if (!strcmp(argv[1], "--version"))
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
     return cmd_version(argc - 1, argv + 1);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(argv[1], commands[i].name))
