@@ -5,25 +5,8 @@
  * the reloaded table is compared with the table the reader produced: every
  * address of the native range (or, past 8 M addresses, every row boundary),
  * every method token at every IL offset of its sequence points and around.
- *
- * Needs the readers (parsers/pdb.c, ppdb.c, pe.c); until those sources are in
- * parsers/ this test is skipped (exit 77).
  */
 #include <stdio.h>
-
-#if defined(__has_include)
-#if __has_include("../../parsers/pdb.c") && __has_include("../../parsers/ppdb.c") && \
-    __has_include("../../parsers/pe.c")
-#define HAVE_READERS 1
-#endif
-#endif
-
-#ifndef HAVE_READERS
-int main(void) {
-  printf("skipped: the readers (parsers/pdb.c, ppdb.c, pe.c) are not on this branch\n");
-  return 77;
-}
-#else
 
 #include "test.h"
 
@@ -243,4 +226,3 @@ int main(void) {
     return 77;
   return test_summary();
 }
-#endif
