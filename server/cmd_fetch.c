@@ -3,8 +3,10 @@
  * PDB (or, with --code, one PE image) from the configured sources and writes
  * it out, saying where it came from.
  *
- * Identity check: none yet (the PDB readers are not merged); every file a
- * source serves is accepted.  See accept_any below.
+ * Identity check: a served PDB must carry the requested GUID and age (a
+ * Portable PDB its id's GUID), a served image the requested TimeDateStamp and
+ * SizeOfImage; anything else is refused and the next source is tried.
+ * --no-verify accepts whatever a source serves (for raw transfers).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +17,10 @@
 
 #include "cli.h"
 #include "fetch.h"
+#include "filemap.h"
+#include "loader.h"
 #include "module.h"
+#include "pe.h"
 #include "settings.h"
 
 static void fetch_usage(FILE *out) {
@@ -32,6 +37,7 @@ static void fetch_usage(FILE *out) {
           "  --connect-timeout-ms N  --low-speed-time S  --low-speed-limit BYTES_PER_S\n"
           "  --retries N (-1: none)  --retry-base-ms N  --max-redirects N\n"
           "  --max-bytes N           download cap   --max-inflated N  CAB member cap\n"
+          "  --no-verify             accept whatever a source serves (no GUID/age check)\n"
           "  -v                      list the sources first\n\n"
           "Exit status: 0 written, 1 not found or the download failed, 2 usage error.\n");
 }
@@ -41,6 +47,56 @@ static bool accept_any(void *ctx, const char *path, ps_diag *diag) {
   (void)path;
   (void)diag;
   return true;
+}
+
+/* The downloaded file must be the module asked for: a PDB whose GUID and age
+ * (DBI or info-stream age; for a Portable PDB its id's GUID) match, or an
+ * image whose TimeDateStamp and SizeOfImage match the code id. */
+typedef struct {
+  const module_id *m;
+  st_format fmt;
+  bool code;
+} verify_ctx;
+
+static bool verify_file(void *vctx, const char *path, ps_diag *diag) {
+  verify_ctx *c = vctx;
+  filemap fm;
+  if (filemap_open(&fm, path, 0, diag) != PS_E_OK)
+    return false;
+  bool ok = false;
+  if (c->code) {
+    pe_info info;
+    if (pe_parse(fm.data, fm.len, &info, diag) == PS_E_OK) {
+      ok = info.timestamp == c->m->code_timestamp && info.size_of_image == c->m->code_size;
+      if (!ok)
+        ps_diag_set(diag, PS_E_MISMATCH, "PE identity", (size_t)-1,
+                    "the served image is %08X%X, not the requested %08X%X", info.timestamp,
+                    info.size_of_image, c->m->code_timestamp, c->m->code_size);
+    }
+  } else {
+    symtab st;
+    ps_budget budget;
+    ps_budget_init(&budget, PS_DEFAULT_BUDGET);
+    st_init(&st, &budget);
+    if (loader_read(fm.data, fm.len, NULL, 0, &budget, &st, diag) == PS_E_OK) {
+      const st_ident *id = &st.ident;
+      bool fmt_ok = c->fmt == ST_FORMAT_UNKNOWN || c->fmt == id->format;
+      ok = fmt_ok && memcmp(id->guid, c->m->guid, 16) == 0 &&
+           (id->format == ST_FORMAT_PORTABLE || id->age == c->m->age || id->pdb_age == c->m->age);
+      if (!ok) {
+        char want[48], got[48];
+        module_debug_id(c->m->guid, c->m->age, want);
+        module_debug_id(id->guid, id->format == ST_FORMAT_PORTABLE ? 0 : id->age, got);
+        ps_diag_set(diag, PS_E_MISMATCH, "PDB identity", (size_t)-1,
+                    "the served file is %s (%s), not the requested %s", got,
+                    id->format == ST_FORMAT_PORTABLE ? "portable" : "windows", want);
+      }
+    }
+    st.budget = NULL;
+    st_free(&st);
+  }
+  filemap_close(&fm);
+  return ok;
 }
 
 static bool parse_num(const char *s, long long *out) {
@@ -61,7 +117,7 @@ int cmd_fetch(int argc, char **argv) {
   const char *pos[2] = {NULL, NULL};
   int npos = 0;
   const char *out = NULL, *format = NULL;
-  bool code = false, verbose = false;
+  bool code = false, verbose = false, verify = true;
   const char *headers[33];
   int nh = 0;
   settings set; /* PDBSYM_SYMBOL_PATH and the config file, as every command */
@@ -78,6 +134,8 @@ int cmd_fetch(int argc, char **argv) {
       code = true;
     } else if (!strcmp(a, "-v")) {
       verbose = true;
+    } else if (!strcmp(a, "--no-verify")) {
+      verify = false;
     } else if (!strcmp(a, "--out") && v) {
       out = v, i++;
     } else if (!strcmp(a, "--format") && v) {
@@ -190,10 +248,12 @@ int cmd_fetch(int argc, char **argv) {
                 si.http ? "http  " : "folder", si.base, si.nheaders);
     }
   char path[1100], source[2048];
+  verify_ctx vc = {&m, fmt, code};
+  fetch_verify_fn check = verify ? verify_file : accept_any;
+  void *cctx = verify ? (void *)&vc : NULL;
   fetch_status st =
-      code ? fetch_image(f, &m, accept_any, NULL, path, sizeof path, source, sizeof source, &d)
-           : fetch_pdb(f, &m, fmt, accept_any, NULL, path, sizeof path, source, sizeof source,
-                       &d);
+      code ? fetch_image(f, &m, check, cctx, path, sizeof path, source, sizeof source, &d)
+           : fetch_pdb(f, &m, fmt, check, cctx, path, sizeof path, source, sizeof source, &d);
   fetch_close(f);
   if (st != FETCH_FOUND) {
     fprintf(stderr, "pdbsym fetch: %s%s\n", st == FETCH_NOT_FOUND ? "" : "failed: ",

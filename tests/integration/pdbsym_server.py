@@ -70,9 +70,14 @@ class Server:
             raise RuntimeError("pdbsym serve did not start")
 
     def logs(self):
+        """The log lines written so far.  The server may be writing one while
+        we read: a last line without its newline is not complete yet and is
+        left for the next call."""
         out = []
         with open(self.log_path) as f:
             for line in f:
+                if not line.endswith("\n"):
+                    break
                 line = line.strip()
                 if line:
                     out.append(json.loads(line))
