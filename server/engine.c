@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,6 +105,14 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
     return ps_diag_set(diag, PS_E_NOMEM, "engine", (size_t)-1, NULL);
   }
   snprintf(e->tmp_dir, n, "%s/tmp", e->cache_dir);
+  /* the cache folder and its download area; an existing folder is fine */
+  if ((mkdir(e->cache_dir, 0755) != 0 && errno != EEXIST) ||
+      (mkdir(e->tmp_dir, 0700) != 0 && errno != EEXIST)) {
+    int err = errno;
+    ps_diag_set(diag, PS_E_IO, "cache folder", (size_t)-1, "%s: %s", e->cache_dir, strerror(err));
+    engine_close(e);
+    return PS_E_IO;
+  }
 
   store_config sc = {0};
   sc.dir = e->cache_dir;
