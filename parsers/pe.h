@@ -33,6 +33,9 @@ typedef struct {
   pe_codeview codeview[PE_MAX_CODEVIEW];
   bool has_embedded_pdb;   /* debug directory entry type 17 */
   bool has_pdb_checksum;   /* debug directory entry type 19 */
+  char checksum_alg[32];   /* its algorithm name ("SHA256"), NUL-terminated, cut if longer */
+  uint8_t checksum[64];    /* its checksum of the PDB (the first 64 bytes) */
+  uint32_t checksum_len;
 } pe_info;
 
 bool pe_is_image(const uint8_t *data, size_t len); /* "MZ" + a PE header */

@@ -27,6 +27,8 @@ void st_free(symtab *st) {
   free(st->methods);
   free(st->seqpts);
   free(st->hslots);
+  free(st->line_idx);
+  free(st->func_idx);
   memset(st, 0, sizeof *st);
 }
 
@@ -287,10 +289,52 @@ static long last_le(const void *arr, size_t n, size_t sz, size_t key_off, uint32
   return (long)lo - 1;
 }
 
+/* last_le through a sampled index: a search of the small index, then of
+ * one block of ST_INDEX_STEP elements */
+static long last_le_idx(const uint32_t *idx, size_t nidx, const void *arr, size_t n, size_t sz,
+                        size_t key_off, uint32_t k) {
+  if (!idx || !nidx)
+    return last_le(arr, n, sz, key_off, k);
+  long b = last_le(idx, nidx, sizeof *idx, 0, k);
+  if (b < 0)
+    return -1;
+  size_t lo = (size_t)b * ST_INDEX_STEP;
+  size_t cnt = n - lo < ST_INDEX_STEP ? n - lo : ST_INDEX_STEP;
+  long r = last_le((const char *)arr + lo * sz, cnt, sz, key_off, k);
+  return r < 0 ? -1 : (long)lo + r;
+}
+
+static uint32_t *sample_keys(symtab *st, const void *arr, size_t n, size_t sz, size_t key_off,
+                             size_t *nout) {
+  *nout = 0;
+  if (n == 0)
+    return NULL;
+  size_t m = (n + ST_INDEX_STEP - 1) / ST_INDEX_STEP;
+  ps_err e = PS_E_OK;
+  uint32_t *idx = ps_alloc_array(st->budget, m, sizeof *idx, &e);
+  if (!idx)
+    return NULL; /* lookups fall back to plain binary search */
+  for (size_t i = 0; i < m; i++)
+    memcpy(&idx[i], (const char *)arr + i * ST_INDEX_STEP * sz + key_off, sizeof *idx);
+  *nout = m;
+  return idx;
+}
+
+ps_err st_build_index(symtab *st) {
+  free(st->line_idx);
+  free(st->func_idx);
+  st->line_idx = sample_keys(st, st->lines, st->nlines, sizeof *st->lines,
+                             offsetof(st_line, rva), &st->nline_idx);
+  st->func_idx = sample_keys(st, st->funcs, st->nfuncs, sizeof *st->funcs,
+                             offsetof(st_func, rva), &st->nfunc_idx);
+  return PS_E_OK;
+}
+
 static long find_func(const symtab *st, uint32_t rva) {
   if (!st->nfuncs)
     return -1;
-  long i = last_le(st->funcs, st->nfuncs, sizeof *st->funcs, offsetof(st_func, rva), rva);
+  long i = last_le_idx(st->func_idx, st->nfunc_idx, st->funcs, st->nfuncs, sizeof *st->funcs,
+                       offsetof(st_func, rva), rva);
   if (i < 0)
     return -1;
   /* several records can share one rva: take the first (the real procedure) */
@@ -305,6 +349,11 @@ static long find_func(const symtab *st, uint32_t rva) {
 ps_err st_finish(symtab *st) {
   if (st->err != PS_E_OK)
     return st->err;
+  /* indexes of an earlier finish may be stale once arrays change */
+  free(st->line_idx);
+  free(st->func_idx);
+  st->line_idx = st->func_idx = NULL;
+  st->nline_idx = st->nfunc_idx = 0;
   if (!stable_sort(st, st->funcs, st->nfuncs, sizeof *st->funcs, cmp_func) ||
       !stable_sort(st, st->lines, st->nlines, sizeof *st->lines, cmp_line) ||
       !stable_sort(st, st->publics, st->npublics, sizeof *st->publics, cmp_public) ||
@@ -371,29 +420,38 @@ ps_err st_finish(symtab *st) {
     st->niranges = st->ciranges = kept;
   }
 
-  /* sequence points grouped under methods; methods without a record get one */
-  size_t i = 0;
-  while (i < st->nseqpts) {
+  /* sequence points grouped under methods; methods without a record get one
+   * (all added first, then one sort: adding and re-sorting one at a time is
+   * quadratic on assemblies with tens of thousands of methods) */
+  size_t had = st->nmethods;
+  for (size_t i = 0; i < st->nseqpts;) {
+    uint32_t tok = st->seqpts[i].token;
+    size_t j = i;
+    while (j < st->nseqpts && st->seqpts[j].token == tok)
+      j++;
+    long m = last_le(st->methods, had, sizeof *st->methods, offsetof(st_method, token), tok);
+    if ((m < 0 || st->methods[m].token != tok) && !st_add_method(st, tok, 0, 0))
+      return st->err;
+    i = j;
+  }
+  if (st->nmethods != had &&
+      !stable_sort(st, st->methods, st->nmethods, sizeof *st->methods, cmp_method))
+    return st->err;
+  for (size_t i = 0; i < st->nseqpts;) {
     uint32_t tok = st->seqpts[i].token;
     size_t j = i;
     while (j < st->nseqpts && st->seqpts[j].token == tok)
       j++;
     long m = last_le(st->methods, st->nmethods, sizeof *st->methods,
                      offsetof(st_method, token), tok);
-    if (m < 0 || st->methods[m].token != tok) {
-      if (!st_add_method(st, tok, 0, 0))
-        return st->err;
-      if (!stable_sort(st, st->methods, st->nmethods, sizeof *st->methods, cmp_method))
-        return st->err;
-      m = last_le(st->methods, st->nmethods, sizeof *st->methods,
-                  offsetof(st_method, token), tok);
-    }
+    /* with duplicate method records, the last one carries the points */
     st->methods[m].sp_first = (uint32_t)i;
     st->methods[m].sp_count = (uint32_t)(j - i);
     i = j;
   }
   if (st->nmethods)
     st->ident.managed = true;
+  st_build_index(st);
   st->finished = true;
   return PS_E_OK;
 }
@@ -403,7 +461,7 @@ size_t st_memory_size(const symtab *st) {
          st->clines * sizeof(st_line) + st->cinlines * sizeof(st_inline) +
          st->ciranges * sizeof(st_irange) + st->cpublics * sizeof(st_public) +
          st->cmethods * sizeof(st_method) + st->cseqpts * sizeof(st_seqpt) +
-         st->hcap * sizeof(uint32_t);
+         (st->hcap + st->nline_idx + st->nfunc_idx) * sizeof(uint32_t);
 }
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -414,7 +472,8 @@ static void sym_clear(st_symbol *s) {
 }
 
 static const st_line *line_at(const symtab *st, uint32_t rva) {
-  long i = last_le(st->lines, st->nlines, sizeof *st->lines, offsetof(st_line, rva), rva);
+  long i = last_le_idx(st->line_idx, st->nline_idx, st->lines, st->nlines, sizeof *st->lines,
+                       offsetof(st_line, rva), rva);
   if (i < 0)
     return NULL;
   const st_line *l = &st->lines[i];

@@ -114,6 +114,10 @@ typedef struct {
   st_method *methods; size_t nmethods, cmethods;
   st_seqpt *seqpts;   size_t nseqpts, cseqpts;
   uint32_t source_link; /* string offset of Source Link JSON, 0 if none */
+  /* search indexes (st_build_index): every ST_INDEX_STEP-th key of lines and
+   * funcs, small enough to stay in cache, so a lookup touches few cold lines */
+  uint32_t *line_idx; size_t nline_idx;
+  uint32_t *func_idx; size_t nfunc_idx;
   /* builder state (string dedup) */
   uint32_t *hslots; size_t hcap, hcount;
   ps_budget *budget; /* borrowed; may be NULL for "no cap" */
@@ -147,6 +151,12 @@ bool st_set_method_name(symtab *st, uint32_t token, uint32_t name);
 
 /* Sorts and finishes the table; returns PS_E_OK or the builder's error. */
 ps_err st_finish(symtab *st);
+
+#define ST_INDEX_STEP 32
+/* (Re)builds the search indexes of a sorted table (st_finish calls it; a
+ * loader that restores sorted arrays directly calls it too).  Without them
+ * lookups still work, by plain binary search. */
+ps_err st_build_index(symtab *st);
 
 /* Bytes the table occupies in memory (for cache budgets). */
 size_t st_memory_size(const symtab *st);

@@ -17,5 +17,7 @@ int cmd_lookup(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_warm(int argc, char **argv);
 int cmd_health(int argc, char **argv);
+int cmd_fetch(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 #endif

@@ -41,7 +41,8 @@ typedef struct job {
   st_format format;
   char source[256];
   char error[256];
-  symtab *st;       /* kept only when the cache could not take it */
+  store_entry ent;  /* a table the cache could not keep, pinned for the waiters */
+  bool has_ent;
   int refs;         /* waiters + the worker */
   struct engine *e;
 } job;
@@ -150,10 +151,8 @@ void engine_close(engine *e) {
   job *j = e->jobs;
   while (j) {
     job *next = j->next;
-    if (j->st) {
-      st_free(j->st);
-      free(j->st);
-    }
+    if (j->has_ent)
+      store_release(e->store, &j->ent);
     free(j);
     j = next;
   }
@@ -291,10 +290,8 @@ static void job_unref_locked(engine *e, job *j) {
     pp = &(*pp)->next;
   if (*pp)
     *pp = j->next;
-  if (j->st) {
-    st_free(j->st);
-    free(j->st);
-  }
+  if (j->has_ent)
+    store_release(e->store, &j->ent);
   free(j);
 }
 
@@ -334,13 +331,23 @@ static void run_job(job *j) {
       module_cache_key(m, fmts[i], key, sizeof key);
       ps_diag sd;
       ps_diag_clear(&sd);
-      if (store_put(e->store, key, c.st, source, &sd) != PS_E_OK) {
+      /* the table moves into the hot set; no read-back from SQLite */
+      store_entry ent;
+      memset(&ent, 0, sizeof ent);
+      ps_err prc = store_put_take(e->store, key, c.st, source, &ent, &sd);
+      free(c.st);
+      c.st = NULL;
+      if (prc != PS_E_OK && ent.st) {
         /* answer from the parsed table anyway; the cache could not keep it */
         char msg[256];
         fprintf(stderr, "{\"level\":\"warn\",\"msg\":\"cache did not take module\",\"key\":\"%s\",\"error\":\"%s\"}\n",
                 key, ps_diag_format(&sd, msg, sizeof msg));
-        j->st = c.st;
-        c.st = NULL;
+        pthread_mutex_lock(&e->mu);
+        j->ent = ent;
+        j->has_ent = true;
+        pthread_mutex_unlock(&e->mu);
+      } else if (ent.st) {
+        store_release(e->store, &ent);
       }
       status = MOD_FOUND;
       j->format = fmts[i];
@@ -511,13 +518,13 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
   out->format = j->format;
   snprintf(out->source, sizeof out->source, "%s", j->source);
   snprintf(out->error, sizeof out->error, "%s", j->error);
-  if (status == MOD_FOUND && j->st) {
+  if (status == MOD_FOUND && j->has_ent) {
     pin *p = calloc(1, sizeof *p);
     if (p) {
       p->kind = 2;
       p->j = j; /* keeps our reference */
       out->status = MOD_FOUND;
-      out->st = j->st;
+      out->st = j->ent.st;
       out->pin = p;
       pthread_mutex_unlock(&e->mu);
       return;

@@ -34,10 +34,11 @@ typedef struct {
   long connect_timeout_ms;       /* 0: 10000 */
   long low_speed_time_s;         /* 0: 30 (abort when under low_speed_limit that long) */
   long low_speed_limit;          /* bytes/s, 0: 1024 */
-  int max_retries;               /* 0: 3 (on 5xx, timeouts, resets; never on 404) */
+  int max_retries;               /* 0: 3, <0: none (on 5xx, timeouts, resets; never on 404) */
   int max_redirects;             /* 0: 5 */
   int max_parallel_per_source;   /* 0: 4 */
   const char *const *headers;    /* extra "Name: value" headers for every HTTP source, NULL-terminated */
+  long retry_base_ms;            /* 0: 250 (backoff: base * 2^attempt, +-25%, at most 8 s) */
 } fetch_config;
 
 typedef enum { FETCH_FOUND = 0, FETCH_NOT_FOUND, FETCH_ERROR } fetch_status;
@@ -60,5 +61,30 @@ fetch_status fetch_pdb(fetcher *f, const module_id *m, st_format fmt, fetch_veri
 fetch_status fetch_image(fetcher *f, const module_id *m, fetch_verify_fn verify, void *ctx,
                          char *path_out, size_t path_cap, char *source_out, size_t source_cap,
                          ps_diag *diag);
+
+/* --- introspection, for tests and `pdbsym fetch -v` --- */
+
+/* The parsed sources, in probing order. */
+typedef struct {
+  bool http;          /* else a local folder */
+  const char *base;   /* URL (no trailing '/') or folder; borrowed from f */
+  size_t nheaders;    /* extra headers sent to this source */
+} fetch_source_info;
+size_t fetch_source_count(const fetcher *f);
+bool fetch_source_get(const fetcher *f, size_t i, fetch_source_info *out);
+
+/* The relative paths probed for a module, in default order, unencoded:
+ * image=false: the PDB under format fmt (WINDOWS or PORTABLE); true: the PE.
+ * index2: include the two-tier variants.  Returns how many were written
+ * (each at most FETCH_REL_MAX bytes with the NUL); 0 when m lacks what the
+ * key needs. */
+#define FETCH_REL_MAX 800
+#define FETCH_VARIANTS 7
+size_t fetch_candidates(const module_id *m, st_format fmt, bool image,
+                        char out[FETCH_VARIANTS][FETCH_REL_MAX]);
+
+/* Percent-encodes everything but A-Z a-z 0-9 - . _ ~ and '/'; false if it
+ * does not fit. */
+bool fetch_url_escape(const char *in, char *out, size_t cap);
 
 #endif

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# test_store_cli.sh - `pdbsym cache stats|list|evict|verify|clear` run as a
+# user would: the real binary, a temporary cache folder, PDBSYM_CACHE_DIR.
+# Modules come from the hidden `cache _fill` (synthetic tables through
+# store_put); a module is damaged with sqlite3 to see verify catch it.
+set -u
+bin=${PDBSYM_BIN:?set PDBSYM_BIN to the pdbsym binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export PDBSYM_CACHE_DIR=$tmp/cache
+unset PDBSYM_CACHE_MAX_BYTES
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# run CMD...: sets $out, $err, $rc
+run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; out=$(cat "$tmp/out"); err=$(cat "$tmp/err"); }
+expect_rc() { [ "$rc" = "$1" ] || fail "$2: exit $rc, wanted $1 (stderr: $err)"; }
+has() { grep -q -- "$2" <<<"$1" || fail "$3: '$2' not in: $1"; }
+
+run "$bin" cache --help; expect_rc 0 "cache --help"; has "$out" "evict MODULE" "cache --help"
+for sub in stats list evict verify clear; do
+  run "$bin" cache $sub --help; expect_rc 0 "$sub --help"
+  has "$out" "usage: pdbsym cache $sub" "$sub --help"
+done
+run "$bin" cache; expect_rc 2 "cache without subcommand"
+run "$bin" cache frobnicate; expect_rc 2 "unknown subcommand"; has "$err" "pdbsym cache --help" "unknown subcommand"
+run "$bin" cache list --bogus; expect_rc 2 "unknown option"; has "$err" "unknown option" "unknown option"
+run "$bin" cache evict; expect_rc 2 "evict without module"; has "$err" "pdbsym cache list" "evict without module"
+PDBSYM_CACHE_MAX_BYTES=lots run "$bin" cache stats; expect_rc 0 "bad PDBSYM_CACHE_MAX_BYTES (ignored)"
+has "$err" "PDBSYM_CACHE_MAX_BYTES" "bad PDBSYM_CACHE_MAX_BYTES warned"
+run "$bin" cache stats --cache-max-bytes lots; expect_rc 2 "bad --cache-max-bytes"
+has "$err" "cache-max-bytes" "bad --cache-max-bytes"
+
+# an empty cache
+run "$bin" cache stats; expect_rc 0 "stats (empty)"
+has "$out" "^modules: 0$" "stats (empty)"
+has "$out" "^path: $PDBSYM_CACHE_DIR/pdbsym.sqlite$" "stats path"
+PDBSYM_CACHE_MAX_BYTES=512M run "$bin" cache stats; has "$out" "^max_bytes: 536870912$" "cap from env"
+run "$bin" cache stats --cache-max-bytes 3G; has "$out" "^max_bytes: 3221225472$" "cap from flag"
+
+# three modules
+run "$bin" cache _fill --modules 3 --lines 20000 --seed 7; expect_rc 0 "_fill"
+run "$bin" cache stats; has "$out" "^modules: 3$" "stats after fill"
+run "$bin" cache list; expect_rc 0 "list"
+[ "$(wc -l <<<"$out")" = 3 ] || fail "list: wanted 3 lines: $out"
+key0=$(sed -n 1p <<<"$out" | cut -f5)
+has "$key0" "^synth-s7-n20000-0.pdb/" "list key"
+has "$(sed -n 1p <<<"$out" | cut -f2)" "^ok$" "list status"
+run "$bin" cache _check; expect_rc 0 "_check"; has "$out" "^ok synth-s7-n20000-2.pdb" "_check"
+
+run "$bin" cache evict "$key0"; expect_rc 0 "evict by key"
+run "$bin" cache list; [ "$(wc -l <<<"$out")" = 2 ] || fail "after evict: $out"
+run "$bin" cache evict "$key0"; expect_rc 1 "evict twice"; has "$err" "pdbsym cache list" "evict twice"
+run "$bin" cache evict SYNTH-S7-N20000-1.PDB; expect_rc 0 "evict by debug file name"
+has "$out" "evicted synth-s7-n20000-1.pdb/" "evict by name"
+run "$bin" cache stats; has "$out" "^modules: 1$" "stats after evicts"
+
+# verify: clean, then a damaged module, then --fix
+run "$bin" cache verify; expect_rc 0 "verify (clean)"; has "$out" "checked 1 modules, 0 problems" "verify"
+python3 - "$PDBSYM_CACHE_DIR/pdbsym.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("UPDATE arrays SET data = CAST(substr(data, 1, 100) || x'00' || substr(data, 102) AS BLOB)"
+           " WHERE kind = 3 AND seq = 0")
+db.execute("INSERT INTO modules (key, status, error, fetched_at, last_used, expires_at)"
+           " VALUES ('gone.pdb/ABC1', 1, 'not on any symbol server', 0, 0, 9999999999)")
+db.commit()
+PY
+run "$bin" cache verify; expect_rc 1 "verify (damaged)"; has "$out" "checksum" "verify (damaged)"
+has "$err" "verify --fix" "verify hint"
+run "$bin" cache verify --fix; expect_rc 1 "verify --fix"
+run "$bin" cache verify; expect_rc 0 "verify after --fix"
+run "$bin" cache list; has "$out" "missing.*gone.pdb/ABC1.*not on any symbol server" "list negative"
+
+# clear --negative, then clear
+run "$bin" cache _fill --modules 2 --lines 5000 --seed 8; expect_rc 0 "_fill 2"
+run "$bin" cache clear --negative; expect_rc 0 "clear --negative"; has "$out" "removed 1 negative" "clear --negative"
+run "$bin" cache stats; has "$out" "^modules: 2$" "modules kept by clear --negative"
+has "$out" "^negative_entries: 0$" "negatives gone"
+run "$bin" cache clear; expect_rc 0 "clear"; has "$out" "removed 2 entries" "clear"
+run "$bin" cache stats; has "$out" "^modules: 0$" "stats after clear"
+
+# --cache-dir overrides the environment
+run "$bin" cache stats --cache-dir "$tmp/other"; has "$out" "^path: $tmp/other/pdbsym.sqlite$" "--cache-dir"
+
+# a cache folder that cannot be created
+touch "$tmp/file"
+run env PDBSYM_CACHE_DIR="$tmp/file/sub" "$bin" cache stats; expect_rc 1 "unusable folder"
+has "$err" "cannot create the cache folder" "unusable folder"
+
+[ $fails = 0 ] && echo "all cache CLI checks passed" || { echo "$fails failures"; exit 1; }
