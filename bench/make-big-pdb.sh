@@ -12,7 +12,7 @@
 #
 # Size knobs (environment): GEN_FILES (32), GEN_FUNCS (100 per file),
 # GEN_STMTS (40 per function).  The defaults give a 119 MB PDB with 3.7 M line
-# rows and 286 k inline sites; COPIES=20 gives about 150 MB.
+# rows and 286 k inline sites; the size grows with COPIES (20 should give ~150 MB).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$(mktemp -d "${TMPDIR:-/tmp}/pdbsym-bigpdb.XXXXXX")}
