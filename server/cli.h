@@ -13,6 +13,7 @@ typedef struct {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_warm(int argc, char **argv);

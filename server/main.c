@@ -9,6 +9,7 @@
 static const cli_command commands[] = {
     {"health", "check that a running service answers /health", cmd_health},
     {"version", "print the version", cmd_version},
+    {"serve", "serve the HTTP API (see api.md)", cmd_serve},
     {"fetch", "download one PDB or PE image from the symbol path", cmd_fetch},
     {"cache", "inspect and trim the symbol cache (stats, list, evict, verify, clear)", cmd_cache},
 };

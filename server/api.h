@@ -1,0 +1,58 @@
+/*
+ * api.h - the routes of `pdbsym serve` without the HTTP plumbing: a request
+ * (method, path, body) in, a response (status, JSON body, headers) out.
+ * http.c owns the sockets, limits on the wire and the request id; this file
+ * owns the JSON in and out (jansson) and the calls into the engine.
+ *
+ *   POST /symbolicate                        frames in, answered frames out
+ *   GET  /modules/{debug_file}/{debug_id}    what the cache knows of a module
+ *   GET  /health, GET /ready, GET /metrics
+ *
+ * Thread safety: api_handle may run on many threads at once.
+ */
+#ifndef PDBSYM_API_H
+#define PDBSYM_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "engine_placeholder.h"
+#include "metrics.h"
+
+typedef struct {
+  engine *eng;              /* borrowed */
+  const srv_config *cfg;    /* borrowed */
+  volatile int draining;    /* set on SIGTERM: /ready answers 503 */
+} api;
+
+typedef struct {
+  unsigned status;
+  char *body;               /* malloc'd; the caller frees */
+  size_t len;
+  const char *content_type; /* static */
+  const char *allow;        /* 405: the Allow header, static; else NULL */
+  unsigned retry_after;     /* > 0: a Retry-After header */
+  long frames, modules;     /* for the request log; -1 when not applicable */
+} api_response;
+
+typedef enum { API_MATCH_OK = 0, API_NOT_FOUND, API_BAD_METHOD } api_match;
+
+/* Which route a request goes to, decided from the request line alone so that
+ * the HTTP layer can refuse it before reading a body.  *allow is set for
+ * API_BAD_METHOD. */
+api_match api_route(const char *method, const char *path, mt_route *route, const char **allow);
+
+/* Routes whose requests count toward max_inflight (they may wait on the engine). */
+bool api_route_heavy(mt_route r);
+/* Routes that take a request body. */
+bool api_route_has_body(mt_route r);
+
+/* Answers one request whose route api_route accepted. */
+void api_handle(api *a, mt_route route, const char *path, const char *query_format,
+                const char *body, size_t len, api_response *out);
+
+/* A JSON error response {"error": msg, "field": field?}; field may be NULL. */
+void api_error(api_response *out, unsigned status, const char *msg, const char *field);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * metrics.h - the service's counters and their Prometheus text exposition
+ * (text format 0.0.4) for GET /metrics.  Counters are process-wide atomics.
+ *
+ * Cache and download figures are what requests observe of the engine: a
+ * module answered at once from the cache is a hit, any other a miss; a module
+ * a request had to wait for and that was settled (found, missing, malformed,
+ * fetch_error) while it waited is a download, timed from the request's first
+ * look.  A download two requests wait for is counted by both; one that
+ * outlasts every waiter's timeout is not counted.  Cache bytes are the size
+ * of the database files in cache_dir.
+ */
+#ifndef PDBSYM_METRICS_H
+#define PDBSYM_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine_placeholder.h"
+
+typedef enum {
+  RT_SYMBOLICATE = 0,
+  RT_SYMBOLICATE_V5,
+  RT_MODULES,
+  RT_HEALTH,
+  RT_READY,
+  RT_METRICS,
+  RT_OTHER,
+  RT__COUNT
+} mt_route;
+
+/* A frame's status in an answer (CONTRACT.md, "One answered frame"). */
+typedef enum {
+  FS_OK = 0,
+  FS_MISSING_SYMBOLS,
+  FS_UNKNOWN_ADDRESS,
+  FS_MALFORMED,
+  FS_FETCH_ERROR,
+  FS_PENDING,
+  FS_INVALID,
+  FS__COUNT
+} frame_status;
+
+const char *frame_status_name(frame_status s);
+const char *mt_route_name(mt_route r);
+
+void mt_request_done(mt_route r, unsigned http_status, double seconds);
+void mt_frames(frame_status s, uint64_t n);
+void mt_module(mod_status s);
+void mt_inflight_add(int delta);
+long mt_inflight(void);
+void mt_cache(bool hit);
+void mt_download(mod_status outcome, double seconds);
+
+/* The exposition text.  Caller frees; NULL when out of memory. */
+char *mt_render(const char *cache_dir);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * fuzz_api.c - request bodies for POST /symbolicate and /symbolicate/v5,
+ * straight into api_handle (no sockets): whatever the bytes, the answer is a
+ * status and a JSON body, never a crash.  The engine is opened offline on a
+ * temporary cache folder (removed at exit) and requests wait for nothing
+ * (default_timeout 0), so unknown modules come back pending or missing.
+ */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "api.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static api the_api;
+static srv_config cfg;
+static engine *eng;
+static char dir[1100];
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static void cleanup(void) {
+  engine_close(eng);
+  if (nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    fprintf(stderr, "fuzz_api: could not remove %s\n", dir);
+}
+
+static void setup(void) {
+  char err[256];
+  char *argv[] = {(char *)"fuzz", NULL};
+  if (cfg_load(&cfg, 1, argv, err, sizeof err) != 0)
+    abort();
+  cfg.default_timeout = 0;
+  cfg.max_frames = 2000;
+  cfg.max_modules = 64;
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/pdbsym-fuzz-api-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir))
+    abort();
+  engine_config ec;
+  memset(&ec, 0, sizeof ec);
+  ec.cache_dir = dir;
+  ec.offline = true;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (engine_open(&ec, &eng, &d) != PS_E_OK)
+    abort();
+  the_api.eng = eng;
+  the_api.cfg = &cfg;
+  atexit(cleanup);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (!eng)
+    setup();
+  static const mt_route routes[] = {RT_SYMBOLICATE, RT_SYMBOLICATE_V5};
+  for (size_t i = 0; i < 2; i++) {
+    api_response r;
+    api_handle(&the_api, routes[i], "/symbolicate", NULL, (const char *)data, size, &r);
+    if (!r.body || (r.status != 200 && r.status != 400 && r.status != 500))
+      abort();
+    json_error_t e;
+    json_t *j = json_loads(r.body, 0, &e); /* the answer is always JSON */
+    if (!j)
+      abort();
+    json_decref(j);
+    free(r.body);
+  }
+  return 0;
+}

@@ -1,0 +1,218 @@
+"""pdbsym_server.py - starts the real `pdbsym serve` for the HTTP integration
+tests (test_http_*.py): a free port on 127.0.0.1, a temporary cache folder,
+JSON-line logs collected, and a slow upstream symbol server for tests that
+need a request to stay in flight.  Python standard library only."""
+import http.client
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BIN = os.environ.get("PDBSYM_BIN")
+
+
+def need_binary():
+    if not BIN or not os.path.exists(BIN):
+        print("skipped: PDBSYM_BIN not set")
+        sys.exit(77)
+
+
+class Server:
+    """`pdbsym serve` on 127.0.0.1:0; the bound port is read from its
+    "listening" log line."""
+
+    def __init__(self, args=(), env=None, config=None):
+        need_binary()
+        self.tmp = tempfile.mkdtemp(prefix="pdbsym-http-")
+        e = dict(os.environ)
+        for k in list(e):
+            if k.startswith("PDBSYM_") and k not in ("PDBSYM_BIN", "PDBSYM_SOURCE_DIR", "PDBSYM_BUILD_DIR"):
+                del e[k]
+        e["PDBSYM_CACHE_DIR"] = os.path.join(self.tmp, "cache")
+        e["PDBSYM_LISTEN"] = "127.0.0.1:0"
+        e["PDBSYM_OFFLINE"] = "true"  # never reach the internet from a test
+        if env:
+            e.update(env)
+        cmd = [BIN, "serve"]
+        if config is not None:
+            path = os.path.join(self.tmp, "pdbsym.conf")
+            with open(path, "w") as f:
+                f.write(config)
+            cmd += ["--config", path]
+        cmd += list(args)
+        self.log_path = os.path.join(self.tmp, "log")
+        self.log_file = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=self.log_file)
+        self.port = None
+        deadline = time.time() + 20
+        while time.time() < deadline and self.port is None:
+            for rec in self.logs():
+                if rec.get("msg") == "listening":
+                    self.port = rec["port"]
+            if self.proc.poll() is not None:
+                log = open(self.log_path).read()
+                self.log_file.close()
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                raise RuntimeError("pdbsym serve exited %d: %s" % (self.proc.returncode, log))
+            time.sleep(0.02)
+        if self.port is None:
+            self.proc.kill()
+            self.proc.wait()
+            self.log_file.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise RuntimeError("pdbsym serve did not start")
+
+    def logs(self):
+        out = []
+        with open(self.log_path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    out.append(json.loads(line))
+        return out
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        """Returns (status, headers dict lowercased, body bytes)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        c.close()
+        return r.status, hdrs, data
+
+    def json(self, method, path, body=None, headers=None, timeout=30):
+        st, h, data = self.request(method, path, body, headers, timeout)
+        return st, h, json.loads(data)
+
+    def raw(self, data, timeout=10):
+        """Sends raw bytes, returns everything the server answers until it closes."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.sendall(data)
+        out = b""
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                out += b
+        except socket.timeout:
+            pass
+        s.close()
+        return out
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log_file.close()
+        return self.proc.returncode
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def parse_raw_response(data):
+    """(status, headers, body) of the first HTTP response in data."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    if "content-length" in hdrs:
+        body = body[: int(hdrs["content-length"])]
+    return status, hdrs, body
+
+
+class SlowUpstream:
+    """A symbol server that knows no module: the first request for each file
+    name waits `delay` seconds before its 404, the others (the client's other
+    probes for the same module) are answered at once, so a module fetch stays
+    in flight about `delay` seconds."""
+
+    def __init__(self, delay):
+        outer = self
+        self.seen = set()
+        self.lock = threading.Lock()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                name = self.path.strip("/").split("/")[0].lower().rsplit(".", 1)[0]
+                with outer.lock:
+                    first = name not in outer.seen
+                    outer.seen.add(name)
+                if first:
+                    time.sleep(outer.delay)
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_HEAD = do_GET
+
+            def log_message(self, *a):
+                pass
+
+        self.delay = delay
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.t = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.t.start()
+
+    def env(self):
+        """Environment for a server whose fetches take `delay` seconds, with the
+        real engine (through this upstream) or the placeholder engine."""
+        return {
+            "PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % self.port,
+            "PDBSYM_OFFLINE": "false",
+            "PDBSYM_PLACEHOLDER_DELAY_MS": str(int(self.delay * 1000)),
+        }
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+MODULE = {"debug_file": "C:\\build\\demo.pdb", "debug_id": "3773e353-0b2e-4938-82ec-a7324b16c2d9-1"}
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+        self.passed = 0
+
+    def eq(self, what, got, want):
+        if got == want:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL %s: got %r, want %r" % (what, got, want))
+
+    def true(self, what, cond, detail=""):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL %s %s" % (what, detail))
+
+    def done(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.exit(1 if self.failed else 0)

@@ -1,0 +1,98 @@
+"""Executes api.md: every pair of ```http blocks (a request, then the
+response) is sent to a real `pdbsym serve` started with the settings in the
+```ini apidoc-config block, and the answer is compared with the document:
+status, the headers shown, and the JSON body as a pattern (every field shown
+must match, "..." is any value, a string ending in "..." is a prefix).  For a
+text body (/metrics) every series shown must be exposed."""
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pdbsym_server import Checks, Server, SlowUpstream  # noqa: E402
+
+root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+doc = open(os.path.join(root, "api.md"), encoding="utf-8").read()
+
+blocks = re.findall(r"^```([^\n]*)\n(.*?)^```$", doc, re.M | re.S)
+config = "".join(b for tag, b in blocks if tag.strip() == "ini apidoc-config")
+http_blocks = [b for tag, b in blocks if tag.strip() == "http"]
+
+c = Checks()
+c.true("api.md has a config block", config != "")
+c.true("api.md has an even number of http blocks", len(http_blocks) % 2 == 0 and http_blocks, len(http_blocks))
+
+
+def split_message(text):
+    head, _, body = text.strip("\n").partition("\n\n")
+    lines = head.split("\n")
+    hdrs = {}
+    for ln in lines[1:]:
+        if not ln.strip():
+            continue
+        k, _, v = ln.partition(":")
+        hdrs[k.strip()] = v.strip()
+    return lines[0], hdrs, body.strip()
+
+
+def match(want, got, path="$"):
+    """Returns a list of mismatches."""
+    if want == "...":
+        return []
+    if isinstance(want, str) and want.endswith("...") and isinstance(got, str):
+        return [] if got.startswith(want[:-3]) else ["%s: %r does not start with %r" % (path, got, want[:-3])]
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return ["%s: want an object, got %r" % (path, got)]
+        out = []
+        for k, v in want.items():
+            if k not in got:
+                out.append("%s.%s: missing" % (path, k))
+            else:
+                out += match(v, got[k], "%s.%s" % (path, k))
+        return out
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return ["%s: want %d elements, got %r" % (path, len(want), got)]
+        out = []
+        for i, (w, g) in enumerate(zip(want, got)):
+            out += match(w, g, "%s[%d]" % (path, i))
+        return out
+    if type(want) is not type(got) or want != got:
+        return ["%s: want %r, got %r" % (path, want, got)]
+    return []
+
+
+up = SlowUpstream(1.0)
+srv = Server(env=up.env(), config=config)
+try:
+    for i in range(0, len(http_blocks) - 1, 2):
+        req_line, req_hdrs, req_body = split_message(http_blocks[i])
+        resp_line, resp_hdrs, resp_body = split_message(http_blocks[i + 1])
+        method, path = req_line.split()[:2]
+        what = "api.md example %d (%s %s)" % (i // 2 + 1, method, path)
+        st, h, data = srv.request(method, path, req_body.encode() if req_body else None, headers=req_hdrs)
+        want_status = int(resp_line.split()[1])
+        c.eq(what + ": status", st, want_status)
+        for k, v in resp_hdrs.items():
+            c.eq(what + ": header " + k, h.get(k.lower()), v)
+        if not resp_body:
+            continue
+        if resp_hdrs.get("Content-Type", "").startswith("application/json"):
+            try:
+                got = json.loads(data)
+            except ValueError:
+                c.true(what + ": JSON body", False, repr(data[:300]))
+                continue
+            bad = match(json.loads(resp_body), got)
+            c.true(what + ": body", not bad, "\n  " + "\n  ".join(bad))
+        else:
+            exposed = {ln.rsplit(" ", 1)[0] for ln in data.decode().splitlines() if ln and not ln.startswith("#")}
+            for ln in resp_body.splitlines():
+                series = ln.rsplit(" ", 1)[0]
+                c.true(what + ": series " + series, series in exposed)
+finally:
+    srv.close()
+    up.close()
+c.done()
