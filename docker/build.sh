@@ -51,6 +51,20 @@ fi
 # shellcheck disable=SC1091
 . "$STATE/env.sh"
 
+# one build at a time per state folder (two worktrees may share it)
+exec 9>"$STATE/lock"
+flock 9
+
+# the base recipe's version: a base made by an older recipe is re-imported
+BASE_VERSION=2
+if podman image exists "$BASE_REF" && [[ $(cat "$STATE/base.version" 2>/dev/null) != "$BASE_VERSION" ]]; then
+  log "base image from an older recipe: re-importing"
+  podman rmi -f "$BASE_REF" localhost/debian:bookworm-slim >/dev/null 2>&1 || true
+fi
+if [[ -s $STATE/base.tar && $(cat "$STATE/base.version" 2>/dev/null) != "$BASE_VERSION" ]]; then
+  # version 1 kept debootstrap's .deb files (100+ MB) in every image
+  tar --delete -f "$STATE/base.tar" --wildcards './var/cache/apt/archives/*.deb' 2>/dev/null || true
+fi
 if ! podman image exists "$BASE_REF"; then
   if [[ ! -s $STATE/base.tar ]]; then
     mirror=""
@@ -71,8 +85,11 @@ if ! podman image exists "$BASE_REF"; then
       grep -E '^deb ' /etc/apt/sources.list >"$rootfs/etc/apt/sources.list"
     fi
     printf 'Acquire::Check-Valid-Until "false";\n' >"$rootfs/etc/apt/apt.conf.d/99no-check-valid-until"
+    # apt in the image keeps no downloaded .deb (as Debian's official images)
+    printf 'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };\nAPT::Keep-Downloaded-Packages "false";\nBinary::apt::APT::Keep-Downloaded-Packages "false";\n' \
+      >"$rootfs/etc/apt/apt.conf.d/docker-clean"
     rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/var/lib/apt/lists/* \
-           "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/* "$rootfs"/tmp/*
+           "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/log/* "$rootfs"/tmp/*
     : >"$rootfs/etc/resolv.conf"
     tar --numeric-owner -C "$rootfs" -cf "$STATE/base.tar.tmp" . && mv "$STATE/base.tar.tmp" "$STATE/base.tar"
     rm -rf "$rootfs"
@@ -80,10 +97,17 @@ if ! podman image exists "$BASE_REF"; then
   log "podman import -> $BASE_REF"
   podman import --change 'CMD ["bash"]' "$STATE/base.tar" "$BASE_REF" >/dev/null
   podman tag "$BASE_REF" localhost/debian:bookworm-slim
+  echo "$BASE_VERSION" >"$STATE/base.version"
 fi
 
 # docker format keeps the HEALTHCHECK (the OCI format has none)
 log "podman build -> $TAG"
 podman build --pull=never --network=host --format docker -f "$root/docker/Dockerfile" -t "$TAG" "$root" >"$STATE/build.log" 2>&1 ||
   { tail -40 "$STATE/build.log" >&2; exit 1; }
+# the build stage keeps a tag (all its layers are cached now: a second or
+# two), so that pruning the untagged images of earlier builds (about 20 MB
+# each source change) keeps this build's as the cache for the next one
+podman build --pull=never --network=host --format docker --target build -f "$root/docker/Dockerfile" \
+  -t localhost/pdbsym-build:cache "$root" >>"$STATE/build.log" 2>&1 &&
+  podman image prune -f >/dev/null 2>&1 || true
 log "done: $TAG ($(podman image inspect "$TAG" --format '{{.Size}}') bytes)"

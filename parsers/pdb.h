@@ -11,6 +11,31 @@
  * On success st is finished (st_finish called).  On failure the error code is
  * returned, diag says what and where, and st holds whatever was read (the
  * caller frees it with st_free).
+ *
+ * Conventions (checked against llvm-symbolizer, Breakpad .sym files and DIA):
+ *  - RVAs are image RVAs: section:offset through the section headers, and
+ *    through OMAP when the image was relinked (image blocks are mapped back
+ *    onto source ranges through OMAP to-src, as DIA does).
+ *  - Where code was folded, the procedure and lines of the module that owns
+ *    the section contribution are kept (as LLVM and DIA pick them).
+ *  - A C13 line covers up to the next entry (the last one up to the end of
+ *    its subsection); of several entries at one address the last wins, as in
+ *    DIA; code before a subsection's first entry takes that entry's line, as
+ *    LLVM reads it; 0xF00F00 entries are skipped as DIA skips them; 0xFEEFEE
+ *    stays in the table and lookups report no line for it.
+ *  - Inline sites: ranges and lines from the binary annotations (a range
+ *    opens at each code-offset change with the line current then;
+ *    ChangeCodeLength moves the code offset, ChangeCodeLengthAndCodeOffset
+ *    does not); inlinee names from the IPI stream ("Class::name" for
+ *    LF_MFUNC_ID), cross-module ids resolved through the modules' cross-scope
+ *    imports and exports.
+ *  - Publics: code publics only, named by undname_short, decorated form kept.
+ *  - Managed: S_GMANPROC/S_LMANPROC give the method (token, short name); C13
+ *    (or C11) lines inside the method's range are its sequence points, the
+ *    IL offset being the line's offset from the method's start.
+ *  - C11 (VS2003) lines are read only for modules without C13 lines.
+ * Unsupported: PDB 2.00 (VC6), the pre-VC4.1 DBI layout, PDB info versions
+ * before VC70 (PS_E_UNSUPPORTED with a diagnostic).
  */
 #ifndef PDBSYM_PDB_H
 #define PDBSYM_PDB_H

@@ -476,6 +476,10 @@ static const st_line *line_at(const symtab *st, uint32_t rva) {
                        offsetof(st_line, rva), rva);
   if (i < 0)
     return NULL;
+  /* several tables can start a line at one address (code folded inside a
+   * module): the first one added wins, as for functions */
+  while (i > 0 && st->lines[i - 1].rva == st->lines[i].rva)
+    i--;
   const st_line *l = &st->lines[i];
   if ((uint64_t)rva >= (uint64_t)l->rva + l->size)
     return NULL;
@@ -505,8 +509,8 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
     long prev = st->nfuncs ? last_le(st->funcs, st->nfuncs, sizeof *st->funcs,
                                      offsetof(st_func, rva), rva)
                            : -1;
-    if (prev >= 0 && st->funcs[prev].rva > p->rva)
-      return; /* rva lies past the end of a known function that follows the public */
+    if (prev >= 0 && st->funcs[prev].rva >= p->rva)
+      return; /* rva lies past the end of a known function at or after the public */
     st_symbol *s = &out->syms[0];
     sym_clear(s);
     s->function = st_s(st, p->name);

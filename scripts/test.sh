@@ -12,15 +12,16 @@ builds=${PDBSYM_TEST_BUILDS:-"normal asan"}
 status=0
 for b in $builds; do
   case $b in
-    normal) dir="$root/build-test"; args=(-DPDBSYM_WERROR=ON) ;;
-    asan)   dir="$root/build-asan"; args=(-DPDBSYM_WERROR=ON -DPDBSYM_SANITIZE=ON) ;;
+    normal) dir="$root/build-test"; args=(-DPDBSYM_WERROR=ON); skip=() ;;
+    # the image test builds its own binary: once is enough
+    asan)   dir="$root/build-asan"; args=(-DPDBSYM_WERROR=ON -DPDBSYM_SANITIZE=ON); skip=(-E '^it\.test_docker$') ;;
     *) echo "unknown build '$b'" >&2; exit 2 ;;
   esac
   echo "=== $b build ($dir)"
   "$root/scripts/build.sh" "$dir" "${args[@]}"
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  if ! (cd "$dir" && ctest --output-on-failure -j"$(nproc)"); then
+  if ! (cd "$dir" && ctest --output-on-failure -j"$(nproc)" "${skip[@]}"); then
     status=1
   fi
 done

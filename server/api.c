@@ -320,46 +320,6 @@ static json_t *hex(uint64_t v, int width) {
   return json_string(b);
 }
 
-/* A json string from bytes that may not be UTF-8 (names from a PDB): invalid
- * sequences become U+FFFD so the answer stays valid JSON. */
-static json_t *str_lossy(const char *s) {
-  json_t *j = json_string(s);
-  if (j)
-    return j;
-  size_t n = strlen(s);
-  char *buf = malloc(n * 3 + 1);
-  if (!buf)
-    return json_string("");
-  size_t o = 0;
-  const unsigned char *p = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    size_t len = p[i] < 0x80 ? 1 : (p[i] >> 5) == 6 ? 2 : (p[i] >> 4) == 14 ? 3 : (p[i] >> 3) == 30 ? 4 : 0;
-    bool ok = len && i + len <= n;
-    for (size_t k = 1; ok && k < len; k++)
-      ok = (p[i + k] & 0xC0) == 0x80;
-    if (ok) {
-      char tmp[5] = {0};
-      memcpy(tmp, p + i, len);
-      json_t *t = json_string(tmp);
-      ok = t != NULL;
-      json_decref(t);
-    }
-    if (ok) {
-      memcpy(buf + o, p + i, len);
-      o += len;
-      i += len;
-    } else {
-      memcpy(buf + o, "\xEF\xBF\xBD", 3);
-      o += 3;
-      i++;
-    }
-  }
-  buf[o] = '\0';
-  j = json_string(buf);
-  free(buf);
-  return j ? j : json_string("");
-}
-
 static const char *format_name(st_format f) {
   return f == ST_FORMAT_WINDOWS ? "windows" : f == ST_FORMAT_PORTABLE ? "portable" : NULL;
 }
@@ -431,12 +391,12 @@ static json_t *answer_module(const api *a, const req_module *m) {
   const char *fmt = format_name(m->h.format ? m->h.format : m->id.format);
   json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
   if (m->h.source[0])
-    json_object_set_new(o, "source", str_lossy(m->h.source));
+    json_object_set_new(o, "source", render_string(m->h.source));
   else
     json_object_set_new(o, "source", json_null());
   json_object_set_new(o, "from_cache", json_boolean(m->h.from_cache));
   if (m->h.status != MOD_FOUND && m->h.error[0])
-    json_object_set_new(o, "error", str_lossy(m->h.error));
+    json_object_set_new(o, "error", render_string(m->h.error));
   if (m->h.status == MOD_PENDING)
     json_object_set_new(o, "retry_after", json_integer((json_int_t)a->cfg->retry_after));
   return o;
@@ -692,11 +652,11 @@ static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const re
   if (ans.status != ST_OK || ans.nsyms < 1)
     return o;
   const st_symbol *outer = &ans.syms[ans.nsyms - 1];
-  json_object_set_new(o, "function", str_lossy(outer->function ? outer->function : ""));
+  json_object_set_new(o, "function", render_string(outer->function ? outer->function : ""));
   if (outer->has_offset)
     json_object_set_new(o, "function_offset", hex(outer->function_offset, 0));
   if (outer->file && outer->has_line)
-    json_object_set_new(o, "file", str_lossy(outer->file));
+    json_object_set_new(o, "file", render_string(outer->file));
   if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE)
     json_object_set_new(o, "line", json_integer(outer->line));
   if (ans.nsyms > 1) {
@@ -704,9 +664,9 @@ static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const re
     for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
       const st_symbol *s = &ans.syms[i];
       json_t *x = json_object();
-      json_object_set_new(x, "function", str_lossy(s->function ? s->function : ""));
+      json_object_set_new(x, "function", render_string(s->function ? s->function : ""));
       if (s->file && s->has_line)
-        json_object_set_new(x, "file", str_lossy(s->file));
+        json_object_set_new(x, "file", render_string(s->file));
       if (s->has_line && s->line && s->line != ST_HIDDEN_LINE)
         json_object_set_new(x, "line", json_integer(s->line));
       json_array_append_new(inl, x);
@@ -888,9 +848,9 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   const char *fmt = format_name(h.format ? h.format : m.format);
   json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
   if (h.source[0])
-    json_object_set_new(o, "source", str_lossy(h.source));
+    json_object_set_new(o, "source", render_string(h.source));
   if (h.status != MOD_FOUND && h.error[0])
-    json_object_set_new(o, "error", str_lossy(h.error));
+    json_object_set_new(o, "error", render_string(h.error));
   if (h.status == MOD_FOUND && h.st) {
     const symtab *st = h.st;
     json_t *c = json_object();

@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "engine_placeholder.h"
+#include "engine.h"
 #include "metrics.h"
 
 typedef struct {

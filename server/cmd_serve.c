@@ -13,7 +13,7 @@
 #include "api.h"
 #include "cli.h"
 #include "config.h"
-#include "engine_placeholder.h"
+#include "engine.h"
 #include "http.h"
 #include "log.h"
 

@@ -31,6 +31,7 @@
 #include "store.h"
 
 #define ENGINE_DEFAULT_MAX_PDB ((uint64_t)4 << 30)
+#define ENGINE_CLOSE_GRACE_MS 10000u
 
 typedef struct job {
   struct job *next;
@@ -71,6 +72,19 @@ uint64_t engine_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The CLOCK_REALTIME time wait_ms from now, for pthread_cond_timedwait. */
+static struct timespec abs_after(uint64_t wait_ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(wait_ms / 1000);
+  ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
 }
 
 const char *mod_status_name(mod_status s) {
@@ -142,11 +156,26 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
 void engine_close(engine *e) {
   if (!e)
     return;
+  /* give running downloads a grace period; a download that outlasts it is
+   * abandoned with the process (the cache is crash-safe), rather than letting
+   * a slow upstream hold a SIGTERM for minutes */
   pthread_mutex_lock(&e->mu);
   e->closing = true;
-  while (e->running > 0)
-    pthread_cond_wait(&e->cv, &e->mu);
+  uint64_t until = engine_now_ms() + ENGINE_CLOSE_GRACE_MS;
+  while (e->running > 0) {
+    uint64_t now = engine_now_ms();
+    if (now >= until)
+      break;
+    struct timespec ts = abs_after(until - now);
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+  }
+  bool abandoned = e->running > 0;
   pthread_mutex_unlock(&e->mu);
+  if (abandoned) {
+    fprintf(stderr, "{\"level\":\"warn\",\"msg\":\"shutting down with downloads still running\",\"downloads\":%d}\n",
+            e->running);
+    return; /* the workers still use the store and the fetcher: leave them */
+  }
   /* jobs still referenced by nobody are freed; none can be waited on now */
   job *j = e->jobs;
   while (j) {
@@ -496,15 +525,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     uint64_t now = engine_now_ms();
     if (now >= deadline_ms)
       break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t wait = deadline_ms - now;
-    ts.tv_sec += (time_t)(wait / 1000);
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = abs_after(deadline_ms - now);
     pthread_cond_timedwait(&e->cv, &e->mu, &ts);
   }
   if (!j->done) {
@@ -534,8 +555,10 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
   pthread_mutex_unlock(&e->mu);
   if (status == MOD_FOUND) {
     bool neg = false;
-    if (try_cache(e, m, out, &neg))
+    if (try_cache(e, m, out, &neg)) {
+      out->from_cache = false; /* this request waited for the download */
       return;
+    }
     out->status = MOD_FETCH_ERROR;
     snprintf(out->error, sizeof out->error, "module was fetched but fell out of the cache");
     return;

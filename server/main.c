@@ -7,6 +7,9 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
+    {"lookup", "answer addresses from a PDB or PE file", cmd_lookup},
+    {"dump", "show what pdbsym reads from a PDB or PE file", cmd_dump},
+    {"warm", "fill the cache ahead of time", cmd_warm},
     {"health", "check that a running service answers /health", cmd_health},
     {"version", "print the version", cmd_version},
     {"serve", "serve the HTTP API (see api.md)", cmd_serve},

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine_placeholder.h"
+#include "engine.h"
 
 typedef enum {
   RT_SYMBOLICATE = 0,

@@ -2,7 +2,58 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A JSON string from bytes that may not be valid UTF-8 (names and paths come
+ * from untrusted files): invalid sequences become U+FFFD instead of the field
+ * silently disappearing (json_string returns NULL on bad UTF-8). */
+json_t *render_string(const char *s) {
+  if (!s)
+    s = "";
+  json_t *j = json_string(s);
+  if (j)
+    return j;
+  size_t n = strlen(s);
+  char *out = malloc(n * 3 + 1);
+  if (!out)
+    return json_string("");
+  size_t o = 0;
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    int len = 0;
+    if (*p < 0x80)
+      len = 1;
+    else if ((*p & 0xe0) == 0xc0 && *p >= 0xc2)
+      len = 2;
+    else if ((*p & 0xf0) == 0xe0)
+      len = 3;
+    else if ((*p & 0xf8) == 0xf0 && *p <= 0xf4)
+      len = 4;
+    bool ok = len > 0;
+    for (int k = 1; ok && k < len; k++)
+      ok = (p[k] & 0xc0) == 0x80;
+    if (ok && len > 1) {
+      /* reject overlong, surrogate and out-of-range forms the same way jansson does */
+      json_t *probe = json_stringn((const char *)p, (size_t)len);
+      ok = probe != NULL;
+      json_decref(probe);
+    }
+    if (ok) {
+      memcpy(out + o, p, (size_t)len);
+      o += (size_t)len;
+      p += len;
+    } else {
+      memcpy(out + o, "\xef\xbf\xbd", 3);
+      o += 3;
+      p++;
+    }
+  }
+  out[o] = '\0';
+  j = json_string(out);
+  free(out);
+  return j ? j : json_string("");
+}
 
 json_t *render_hex(uint32_t v) {
   char buf[16];
@@ -83,15 +134,15 @@ json_t *render_symbols(const render_module *rm, const st_answer *a) {
   for (int i = 0; i < a->nsyms; i++) {
     const st_symbol *s = &a->syms[i];
     json_t *o = json_object();
-    json_object_set_new(o, "function", json_string(s->function ? s->function : ""));
+    json_object_set_new(o, "function", render_string(s->function));
     if (s->mangled && s->mangled[0])
-      json_object_set_new(o, "mangled", json_string(s->mangled));
+      json_object_set_new(o, "mangled", render_string(s->mangled));
     if (s->has_line) {
       if (s->file && s->file[0]) {
-        json_object_set_new(o, "file", json_string(s->file));
+        json_object_set_new(o, "file", render_string(s->file));
         char url[2048];
         if (render_source_link(rm, s->file, url, sizeof url))
-          json_object_set_new(o, "source_link", json_string(url));
+          json_object_set_new(o, "source_link", render_string(url));
       }
       json_object_set_new(o, "line", json_integer(s->line));
       if (s->has_column) {
@@ -107,7 +158,7 @@ json_t *render_symbols(const render_module *rm, const st_answer *a) {
     if (s->has_offset)
       json_object_set_new(o, "function_offset", render_hex(s->function_offset));
     if (s->async_method)
-      json_object_set_new(o, "async_method", json_string(s->async_method));
+      json_object_set_new(o, "async_method", render_string(s->async_method));
     json_array_append_new(arr, o);
   }
   return arr;
@@ -152,6 +203,6 @@ json_t *render_error_frame(const char *status, const char *error, int module, bo
     set_address(o, module, is_managed, rva_or_token, il_offset);
   else if (module >= 0)
     json_object_set_new(o, "module", json_integer(module));
-  json_object_set_new(o, "error", json_string(error ? error : status));
+  json_object_set_new(o, "error", render_string(error ? error : status));
   return o;
 }

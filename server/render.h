@@ -40,6 +40,10 @@ json_t *render_frame(const render_module *rm, const st_answer *a, int module, bo
 json_t *render_error_frame(const char *status, const char *error, int module, bool has_address,
                            bool is_managed, uint32_t rva_or_token, uint32_t il_offset);
 
+/* A JSON string from bytes that may not be valid UTF-8 (names and paths from
+ * untrusted files): invalid sequences become U+FFFD; NULL gives "". */
+json_t *render_string(const char *s);
+
 /* "0x1a2b" */
 json_t *render_hex(uint32_t v);
 
