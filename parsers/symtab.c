@@ -38,7 +38,9 @@ static bool grow(symtab *st, void **arr, size_t *cap, size_t n, size_t elem) {
     return false;
   if (n < *cap)
     return true;
-  size_t ncap = *cap ? *cap * 2 : 64;
+  /* double while small; past 1 Mi elements grow by a quarter: the new slack
+   * is zeroed (so touched) at once, and fresh pages are costly */
+  size_t ncap = !*cap ? 64 : *cap < ((size_t)1 << 20) ? *cap * 2 : *cap + *cap / 4;
   if (ncap > UINT32_MAX) {
     st->err = PS_E_LIMIT;
     return false;
@@ -234,6 +236,14 @@ static void msort_rec(char *a, char *tmp, size_t n, size_t sz, cmp_fn cmp) {
 static bool stable_sort(symtab *st, void *base, size_t n, size_t sz, cmp_fn cmp) {
   if (n < 2)
     return true;
+  /* readers mostly add in order: then skip the scratch buffer (as large as
+   * the array, fresh memory) and the recursion */
+  const char *a = base;
+  size_t i = 1;
+  while (i < n && cmp(a + (i - 1) * sz, a + i * sz) <= 0)
+    i++;
+  if (i == n)
+    return true;
   ps_err e = PS_E_OK;
   char *tmp = ps_alloc_array(st->budget, n, sz, &e);
   if (!tmp) {
@@ -346,6 +356,17 @@ static long find_func(const symtab *st, uint32_t rva) {
   return -1;
 }
 
+/* Shrinks an array to its length (best effort: on failure it stays as is). */
+static void fit(symtab *st, void **arr, size_t *cap, size_t n, size_t elem) {
+  if (!*arr || n == 0 || n >= *cap)
+    return;
+  void *p = ps_realloc_array(st->budget, *arr, *cap, n, elem, NULL);
+  if (p) {
+    *arr = p;
+    *cap = n;
+  }
+}
+
 ps_err st_finish(symtab *st) {
   if (st->err != PS_E_OK)
     return st->err;
@@ -386,19 +407,24 @@ ps_err st_finish(symtab *st) {
     st->inlines[i].func = f < 0 ? ST_NONE : (uint32_t)f;
   }
   if (st->niranges) {
-    /* counting sort of ranges by owning function, keeping rva order inside */
-    ps_err e = PS_E_OK;
-    st_irange *out = ps_alloc_array(st->budget, st->niranges, sizeof *out, &e);
-    if (!out)
-      return st->err = e;
+    /* group ranges by owning function, keeping rva order inside.  Readers
+     * emit them function by function: then they are compacted in place, and
+     * only otherwise copied by a counting sort into a second array (as large
+     * as the first: fresh memory, costly to touch) */
     for (size_t i = 0; i < st->nfuncs; i++)
       st->funcs[i].ir_count = 0;
     size_t kept = 0;
+    bool grouped = true;
+    uint32_t last_f = 0;
     for (size_t i = 0; i < st->niranges; i++) {
       uint32_t inl = st->iranges[i].inl;
       if (inl >= st->ninlines || st->inlines[inl].func == ST_NONE)
         continue;
-      st->funcs[st->inlines[inl].func].ir_count++;
+      uint32_t fi = st->inlines[inl].func;
+      if (fi < last_f)
+        grouped = false;
+      last_f = fi;
+      st->funcs[fi].ir_count++;
       kept++;
     }
     uint32_t acc = 0;
@@ -407,17 +433,27 @@ ps_err st_finish(symtab *st) {
       acc += st->funcs[i].ir_count;
       st->funcs[i].ir_count = 0;
     }
+    st_irange *out = st->iranges;
+    if (!grouped) {
+      ps_err e = PS_E_OK;
+      out = ps_alloc_array(st->budget, st->niranges, sizeof *out, &e);
+      if (!out)
+        return st->err = e;
+    }
     for (size_t i = 0; i < st->niranges; i++) {
       uint32_t inl = st->iranges[i].inl;
       if (inl >= st->ninlines || st->inlines[inl].func == ST_NONE)
         continue;
       st_func *f = &st->funcs[st->inlines[inl].func];
-      out[f->ir_first + f->ir_count++] = st->iranges[i];
+      out[f->ir_first + f->ir_count++] = st->iranges[i]; /* in place: never past i */
     }
-    free(st->iranges);
-    ps_budget_release(st->budget, st->ciranges * sizeof *st->iranges);
-    st->iranges = out;
-    st->niranges = st->ciranges = kept;
+    if (!grouped) {
+      free(st->iranges);
+      ps_budget_release(st->budget, st->ciranges * sizeof *st->iranges);
+      st->iranges = out;
+      st->ciranges = kept;
+    }
+    st->niranges = kept;
   }
 
   /* sequence points grouped under methods; methods without a record get one
@@ -451,6 +487,12 @@ ps_err st_finish(symtab *st) {
   }
   if (st->nmethods)
     st->ident.managed = true;
+  /* give back the growth slack: the table may live long in a cache */
+  fit(st, (void **)&st->lines, &st->clines, st->nlines, sizeof *st->lines);
+  fit(st, (void **)&st->iranges, &st->ciranges, st->niranges, sizeof *st->iranges);
+  fit(st, (void **)&st->inlines, &st->cinlines, st->ninlines, sizeof *st->inlines);
+  fit(st, (void **)&st->funcs, &st->cfuncs, st->nfuncs, sizeof *st->funcs);
+  fit(st, (void **)&st->publics, &st->cpublics, st->npublics, sizeof *st->publics);
   st_build_index(st);
   st->finished = true;
   return PS_E_OK;
