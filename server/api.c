@@ -440,8 +440,6 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
     /* this request waited for a fetch: not an answer from the cache, even if
      * the engine read the fresh module back from it */
     mods[i].h.from_cache = false;
-    if (mods[i].h.status != MOD_PENDING)
-      mt_download(mods[i].h.status, (double)(engine_now_ms() - now) / 1000.0);
   }
 }
 

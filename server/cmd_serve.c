@@ -55,6 +55,7 @@ int cmd_serve(int argc, char **argv) {
   ec.max_pdb_bytes = cfg.max_pdb_bytes;
   ec.max_parallel_downloads = (int)cfg.max_parallel_downloads;
   ec.offline = cfg.offline;
+  ec.on_download = mt_download_cb;
   engine *eng = NULL;
   ps_diag diag;
   ps_diag_clear(&diag);

@@ -326,6 +326,7 @@ static void job_unref_locked(engine *e, job *j) {
 
 static void run_job(job *j) {
   engine *e = j->e;
+  uint64_t started = engine_now_ms();
   const module_id *m = &j->m;
   st_format fmts[2];
   int nf = formats_for(m, fmts);
@@ -408,6 +409,8 @@ static void run_job(job *j) {
       }
     }
   }
+  if (e->cfg.on_download && e->fetch)
+    e->cfg.on_download((int)status, (double)(engine_now_ms() - started) / 1000.0);
   pthread_mutex_lock(&e->mu);
   j->status = status;
   snprintf(j->error, sizeof j->error, "%s", err);

@@ -26,6 +26,9 @@ typedef struct {
   uint64_t max_pdb_bytes;        /* largest PDB accepted; 0: default */
   int max_parallel_downloads;    /* 0: default */
   bool offline;                  /* never touch the network (cache and local sources only) */
+  /* called once per settled download job (not per waiting request), from the
+   * job's thread, with the outcome and the job's duration; may be NULL */
+  void (*on_download)(int outcome /* mod_status */, double seconds);
 } engine_config;
 
 typedef enum {

@@ -69,6 +69,11 @@ long mt_inflight(void) { return atomic_load(&inflight); }
 
 void mt_cache(bool hit) { atomic_fetch_add(hit ? &cache_hits : &cache_misses, 1); }
 
+void mt_download_cb(int outcome, double seconds) {
+  if (outcome >= 0 && outcome <= (int)MOD_PENDING)
+    mt_download((mod_status)outcome, seconds);
+}
+
 void mt_download(mod_status outcome, double seconds) {
   if ((unsigned)outcome > MOD_PENDING)
     return;
@@ -189,13 +194,13 @@ char *mt_render(const char *cache_dir) {
             (unsigned long long)atomic_load(&cache_hits),
             (unsigned long long)atomic_load(&cache_misses),
             (unsigned long long)cache_file_bytes(cache_dir));
-  sb_printf(&b, "# HELP pdbsym_downloads_total Module fetches settled while a request waited, by outcome.\n"
+  sb_printf(&b, "# HELP pdbsym_downloads_total Module download jobs settled, by outcome (one per module, however many requests waited).\n"
                 "# TYPE pdbsym_downloads_total counter\n");
   static const char *const outcomes[MOD_PENDING] = {"found", "missing", "malformed", "error"};
   for (int k = 0; k < MOD_PENDING; k++)
     sb_printf(&b, "pdbsym_downloads_total{outcome=\"%s\"} %llu\n", outcomes[k],
               (unsigned long long)atomic_load(&downloads[k]));
-  sb_printf(&b, "# HELP pdbsym_download_duration_seconds Time from a request's first look at a module to its fetch being settled.\n"
+  sb_printf(&b, "# HELP pdbsym_download_duration_seconds Duration of module download jobs (fetch, parse, store).\n"
                 "# TYPE pdbsym_download_duration_seconds histogram\n");
   uint64_t acc = 0;
   for (int k = 0; k < DL_BUCKETS; k++) {

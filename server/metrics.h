@@ -2,13 +2,12 @@
  * metrics.h - the service's counters and their Prometheus text exposition
  * (text format 0.0.4) for GET /metrics.  Counters are process-wide atomics.
  *
- * Cache and download figures are what requests observe of the engine: a
- * module answered at once from the cache is a hit, any other a miss; a module
- * a request had to wait for and that was settled (found, missing, malformed,
- * fetch_error) while it waited is a download, timed from the request's first
- * look.  A download two requests wait for is counted by both; one that
- * outlasts every waiter's timeout is not counted.  Cache bytes are the size
- * of the database files in cache_dir.
+ * Cache figures are what requests observe of the engine: a module answered
+ * at once from the cache is a hit, any other a miss.  Downloads are counted
+ * by the engine itself, once per download job whatever the number of requests
+ * waiting on it, with the job's outcome and duration (mt_download_cb is the
+ * engine's on_download hook).  Cache bytes are the size of the database files
+ * in cache_dir.
  */
 #ifndef PDBSYM_METRICS_H
 #define PDBSYM_METRICS_H
@@ -52,6 +51,8 @@ void mt_inflight_add(int delta);
 long mt_inflight(void);
 void mt_cache(bool hit);
 void mt_download(mod_status outcome, double seconds);
+/* The same, in the shape of engine_config.on_download. */
+void mt_download_cb(int outcome, double seconds);
 
 /* The exposition text.  Caller frees; NULL when out of memory. */
 char *mt_render(const char *cache_dir);
