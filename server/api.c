@@ -827,27 +827,21 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   }
   /* only what the cache holds: a module it does not hold is never fetched here */
   mod_handle h;
-  memset(&h, 0, sizeof h);
-  if (engine_cached(a->eng, &m, m.format)) {
-    engine_resolve(a->eng, &m, engine_now_ms(), &h);
-  } else {
-    h.status = MOD_MISSING;
-    h.format = m.format;
-    snprintf(h.error, sizeof h.error, "not in the cache");
-  }
+  bool known = engine_peek(a->eng, &m, &h);
+  if (!known)
+    snprintf(h.error, sizeof h.error, "not in the cache and not being fetched");
   json_t *o = json_object();
   char id[48];
   module_debug_id(m.guid, m.age, id);
   json_object_set_new(o, "debug_file", json_string(m.debug_file));
   json_object_set_new(o, "debug_id", json_string(id));
-  bool known = h.status == MOD_FOUND;
   json_object_set_new(o, "status", json_string(known ? mod_status_name(h.status) : "unknown"));
   json_object_set_new(o, "cached", json_boolean(h.from_cache));
   const char *fmt = format_name(h.format ? h.format : m.format);
   json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
   if (h.source[0])
     json_object_set_new(o, "source", render_string(h.source));
-  if (h.status != MOD_FOUND && h.error[0])
+  if ((!known || h.status != MOD_FOUND) && h.error[0])
     json_object_set_new(o, "error", render_string(h.error));
   if (h.status == MOD_FOUND && h.st) {
     const symtab *st = h.st;

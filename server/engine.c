@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -610,4 +611,35 @@ ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab 
   char key[320];
   module_cache_key(m, fmt, key, sizeof key);
   return store_put(e->store, key, st, source, diag);
+}
+
+bool engine_peek(engine *e, const module_id *m, mod_handle *out) {
+  memset(out, 0, sizeof *out);
+  bool all_negative = false;
+  if (try_cache(e, m, out, &all_negative))
+    return true;
+  mod_status neg = out->status;
+  char neg_error[sizeof out->error];
+  snprintf(neg_error, sizeof neg_error, "%s", out->error);
+  memset(out, 0, sizeof *out);
+  bool running = false;
+  pthread_mutex_lock(&e->mu);
+  for (job *j = e->jobs; j && !running; j = j->next)
+    running = !j->done && memcmp(j->m.guid, m->guid, 16) == 0 && j->m.age == m->age &&
+              strcasecmp(j->m.debug_file, m->debug_file) == 0 &&
+              (m->format == ST_FORMAT_UNKNOWN || j->m.format == ST_FORMAT_UNKNOWN ||
+               j->m.format == m->format);
+  pthread_mutex_unlock(&e->mu);
+  if (running) {
+    out->status = MOD_PENDING;
+    snprintf(out->error, sizeof out->error, "a download of this module is running");
+    return true;
+  }
+  if (all_negative) {
+    out->status = neg;
+    out->from_cache = true;
+    snprintf(out->error, sizeof out->error, "%s", neg_error);
+    return true;
+  }
+  return false;
 }

@@ -65,6 +65,12 @@ bool engine_ready(engine *e);
  * ST_FORMAT_UNKNOWN). */
 bool engine_cached(engine *e, const module_id *m, st_format fmt);
 
+/* What the engine knows of m without fetching anything: true with
+ * MOD_FOUND (pinned: engine_release it), a remembered negative entry
+ * (MOD_MISSING, MOD_MALFORMED, MOD_FETCH_ERROR with its error) or
+ * MOD_PENDING while a download of m runs; false when it knows nothing. */
+bool engine_peek(engine *e, const module_id *m, mod_handle *out);
+
 /* Stores a finished table the caller parsed itself (local files, embedded
  * PDBs) under m's key for format fmt.  The caller keeps st. */
 ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,

@@ -1,4 +1,4 @@
-"""Download metrics count download jobs, not waiting requests: several
+"""Download metrics and GET /modules.  Download metrics count download jobs, not waiting requests: several
 requests for one module at once make one download (and the symbol server sees
 one request per path), and a download that outlasts every request's timeout
 is still counted when it settles.  Real `pdbsym serve`, the real test symbol
@@ -64,6 +64,8 @@ try:
     for t in threads:
         t.join()
     c.eq("impatient requests are pending", sorted(a[1] for a in answers), ["pending"] * 4)
+    st, h, info = srv.json("GET", "/modules/slow.pdb/%s" % row["symkey"])
+    c.eq("/modules shows the running download", (st, info.get("status")), (200, "pending"))
     deadline = time.time() + 30
     while time.time() < deadline and metrics().get('pdbsym_downloads_total{outcome="found"}', 0) == \
             before.get('pdbsym_downloads_total{outcome="found"}', 0):
@@ -78,6 +80,17 @@ try:
     with urllib.request.urlopen(base + "/_stats") as r:
         hits = json.load(r)["hits"]
     c.eq("the symbol server served the PDB once", hits.get("/slow.pdb/%s/slow.pdb" % row["symkey"]), 1)
+    st, h, info = srv.json("GET", "/modules/slow.pdb/%s" % row["symkey"])
+    c.eq("/modules shows the module once stored", (st, info.get("status"), info.get("cached")), (200, "found", True))
+    # a module the symbol server does not have: remembered as missing
+    gone = {"debug_file": "gone.pdb", "debug_id": "00112233445566778899AABBCCDDEEFF1", "format": "windows"}
+    st, h, j = srv.json("POST", "/symbolicate", {"modules": [gone], "frames": [{"module": 0, "rva": 1}], "timeout": 10})
+    c.eq("a missing module", j["modules"][0]["status"], "missing")
+    st, h, info = srv.json("GET", "/modules/gone.pdb/00112233445566778899AABBCCDDEEFF1?format=windows")
+    c.eq("/modules shows the negative entry", (st, info.get("status")), (200, "missing"))
+    c.true("with its error", bool(info.get("error")), info)
+    st, h, info = srv.json("GET", "/modules/never.pdb/00112233445566778899AABBCCDDEEFF1")
+    c.eq("/modules of an unknown module", (st, info.get("status")), (404, "unknown"))
     answers.clear()
     ask(5)
     c.eq("the retry is answered from the cache", answers, [(200, "found")])
