@@ -29,6 +29,7 @@ void st_free(symtab *st) {
   free(st->hslots);
   free(st->line_idx);
   free(st->func_idx);
+  free(st->ir_maxend);
   memset(st, 0, sizeof *st);
 }
 
@@ -330,13 +331,60 @@ static uint32_t *sample_keys(symtab *st, const void *arr, size_t n, size_t sz, s
   return idx;
 }
 
+static int cmp_irange(const void *a, const void *b) {
+  return cmp_u32(((const st_irange *)a)->rva, ((const st_irange *)b)->rva);
+}
+
+/* Sorts each function's inline ranges by rva and fills ir_maxend; on any
+ * failure leaves ir_maxend NULL (lookups then scan the ranges linearly). */
+static void build_ir_index(symtab *st) {
+  if (!st->niranges || !st->iranges)
+    return;
+  for (size_t i = 0; i < st->nfuncs; i++) {
+    const st_func *f = &st->funcs[i];
+    if ((uint64_t)f->ir_first + f->ir_count > st->niranges)
+      return;
+  }
+  for (size_t i = 0; i < st->nfuncs; i++) {
+    const st_func *f = &st->funcs[i];
+    ps_err keep = st->err;
+    if (!stable_sort(st, st->iranges + f->ir_first, f->ir_count, sizeof *st->iranges,
+                     cmp_irange)) {
+      st->err = keep; /* out of memory for scratch: lookups scan linearly */
+      return;
+    }
+  }
+  ps_err e = PS_E_OK;
+  uint32_t *mx = ps_alloc_array(st->budget, st->niranges, sizeof *mx, &e);
+  if (!mx)
+    return;
+  for (size_t i = 0; i < st->nfuncs; i++) {
+    const st_func *f = &st->funcs[i];
+    uint32_t run = 0;
+    for (uint32_t k = 0; k < f->ir_count; k++) {
+      const st_irange *r = &st->iranges[f->ir_first + k];
+      uint64_t end = (uint64_t)r->rva + r->size;
+      uint32_t e32 = end > UINT32_MAX ? UINT32_MAX : (uint32_t)end;
+      if (e32 > run)
+        run = e32;
+      mx[f->ir_first + k] = run;
+    }
+  }
+  st->ir_maxend = mx;
+  st->nir_maxend = st->niranges;
+}
+
 ps_err st_build_index(symtab *st) {
   free(st->line_idx);
   free(st->func_idx);
+  free(st->ir_maxend);
+  st->ir_maxend = NULL;
+  st->nir_maxend = 0;
   st->line_idx = sample_keys(st, st->lines, st->nlines, sizeof *st->lines,
                              offsetof(st_line, rva), &st->nline_idx);
   st->func_idx = sample_keys(st, st->funcs, st->nfuncs, sizeof *st->funcs,
                              offsetof(st_func, rva), &st->nfunc_idx);
+  build_ir_index(st);
   return PS_E_OK;
 }
 
@@ -373,8 +421,9 @@ ps_err st_finish(symtab *st) {
   /* indexes of an earlier finish may be stale once arrays change */
   free(st->line_idx);
   free(st->func_idx);
-  st->line_idx = st->func_idx = NULL;
-  st->nline_idx = st->nfunc_idx = 0;
+  free(st->ir_maxend);
+  st->line_idx = st->func_idx = st->ir_maxend = NULL;
+  st->nline_idx = st->nfunc_idx = st->nir_maxend = 0;
   if (!stable_sort(st, st->funcs, st->nfuncs, sizeof *st->funcs, cmp_func) ||
       !stable_sort(st, st->lines, st->nlines, sizeof *st->lines, cmp_line) ||
       !stable_sort(st, st->publics, st->npublics, sizeof *st->publics, cmp_public) ||
@@ -503,7 +552,7 @@ size_t st_memory_size(const symtab *st) {
          st->clines * sizeof(st_line) + st->cinlines * sizeof(st_inline) +
          st->ciranges * sizeof(st_irange) + st->cpublics * sizeof(st_public) +
          st->cmethods * sizeof(st_method) + st->cseqpts * sizeof(st_seqpt) +
-         (st->hcap + st->nline_idx + st->nfunc_idx) * sizeof(uint32_t);
+         (st->hcap + st->nline_idx + st->nfunc_idx + st->nir_maxend) * sizeof(uint32_t);
 }
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -568,18 +617,37 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
   }
   const st_func *f = &st->funcs[fi];
 
-  /* the deepest inline site whose ranges contain rva */
-  const st_irange *hit_by_inl[ST_MAX_INLINE_DEPTH + 1];
+  /* the ranges containing rva, in descending index order (up to HITS; past
+   * that the per-level ranges are found by rescanning), and the deepest
+   * inline site among them (the first range in index order wins a tie) */
+  enum { HITS = 64 };
+  const st_irange *hits[HITS];
+  int nh = 0;
+  bool overflow = false;
   uint32_t deepest = ST_NONE, deepest_depth = 0;
   const st_irange *ir = st->iranges ? st->iranges + f->ir_first : NULL;
-  for (uint32_t k = 0; ir && k < f->ir_count; k++) {
-    const st_irange *r = &ir[k];
-    if (rva < r->rva || (uint64_t)rva >= (uint64_t)r->rva + r->size)
-      continue;
-    const st_inline *in = &st->inlines[r->inl];
-    if (in->depth > deepest_depth && in->depth <= ST_MAX_INLINE_DEPTH) {
-      deepest_depth = in->depth;
-      deepest = r->inl;
+  if (ir && f->ir_count) {
+    const uint32_t *mx = st->ir_maxend && st->nir_maxend == st->niranges
+                             ? st->ir_maxend + f->ir_first
+                             : NULL;
+    long k = mx ? last_le(ir, f->ir_count, sizeof *ir, offsetof(st_irange, rva), rva)
+                : (long)f->ir_count - 1;
+    for (; k >= 0; k--) {
+      /* no range at or before k ends past rva (saturated ends stay) */
+      if (mx && mx[k] <= rva && mx[k] != UINT32_MAX)
+        break;
+      const st_irange *r = &ir[k];
+      if (rva < r->rva || (uint64_t)rva >= (uint64_t)r->rva + r->size)
+        continue;
+      if (nh < HITS)
+        hits[nh++] = r;
+      else
+        overflow = true;
+      const st_inline *in = &st->inlines[r->inl];
+      if (in->depth >= 1 && in->depth >= deepest_depth && in->depth <= ST_MAX_INLINE_DEPTH) {
+        deepest_depth = in->depth;
+        deepest = r->inl;
+      }
     }
   }
   int n = 0;
@@ -594,20 +662,28 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
       chain[nc++] = cur;
     }
     for (int c = 0; c < nc; c++) {
-      hit_by_inl[c] = NULL;
-      for (uint32_t k = 0; k < f->ir_count; k++) {
-        const st_irange *r = &ir[k];
-        if (r->inl == chain[c] && rva >= r->rva && (uint64_t)rva < (uint64_t)r->rva + r->size) {
-          hit_by_inl[c] = r;
-          break;
+      /* the first range (in index order) of this site containing rva */
+      const st_irange *hit = NULL;
+      if (!overflow) {
+        for (int h = nh - 1; h >= 0 && !hit; h--)
+          if (hits[h]->inl == chain[c])
+            hit = hits[h];
+      } else {
+        for (uint32_t k = 0; k < f->ir_count; k++) {
+          const st_irange *r = &ir[k];
+          if (r->inl == chain[c] && rva >= r->rva &&
+              (uint64_t)rva < (uint64_t)r->rva + r->size) {
+            hit = r;
+            break;
+          }
         }
       }
       st_symbol *s = &out->syms[n++];
       sym_clear(s);
       s->function = st_s(st, st->inlines[chain[c]].name);
       s->inlined = true;
-      if (hit_by_inl[c])
-        set_line(st, s, hit_by_inl[c]->file, hit_by_inl[c]->line);
+      if (hit)
+        set_line(st, s, hit->file, hit->line);
     }
   }
   st_symbol *s = &out->syms[n++];

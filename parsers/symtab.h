@@ -118,6 +118,11 @@ typedef struct {
    * funcs, small enough to stay in cache, so a lookup touches few cold lines */
   uint32_t *line_idx; size_t nline_idx;
   uint32_t *func_idx; size_t nfunc_idx;
+  /* per inline range, the largest end (rva + size, saturated) of the ranges
+   * of its function up to and including it; with each function's ranges
+   * sorted by rva, the ranges containing an address are found by a binary
+   * search and a backward walk that stops where this drops to the address */
+  uint32_t *ir_maxend; size_t nir_maxend;
   /* builder state (string dedup) */
   uint32_t *hslots; size_t hcap, hcount;
   ps_budget *budget; /* borrowed; may be NULL for "no cap" */
@@ -154,8 +159,9 @@ ps_err st_finish(symtab *st);
 
 #define ST_INDEX_STEP 32
 /* (Re)builds the search indexes of a sorted table (st_finish calls it; a
- * loader that restores sorted arrays directly calls it too).  Without them
- * lookups still work, by plain binary search. */
+ * loader that restores sorted arrays directly calls it too).  Also sorts each
+ * function's inline ranges by rva (stable) if they are not already.  Without
+ * the indexes lookups still work, by plain binary search and linear scans. */
 ps_err st_build_index(symtab *st);
 
 /* Bytes the table occupies in memory (for cache budgets). */
