@@ -30,6 +30,7 @@ void st_free(symtab *st) {
   free(st->line_idx);
   free(st->func_idx);
   free(st->ir_maxend);
+  free(st->func_lines);
   memset(st, 0, sizeof *st);
 }
 
@@ -284,6 +285,18 @@ static int cmp_seqpt(const void *a, const void *b) {
   return c ? c : cmp_u32(x->il, y->il);
 }
 
+static void prefetch_span(const void *p, size_t bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  const char *c = p;
+  for (size_t o = 0; o < bytes; o += 64)
+    __builtin_prefetch(c + o);
+  __builtin_prefetch(c + bytes - 1);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 /* index of the last element whose key <= k, or -1; keys read via a stride */
 static long last_le(const void *arr, size_t n, size_t sz, size_t key_off, uint32_t k) {
   size_t lo = 0, hi = n; /* first index with key > k */
@@ -311,6 +324,7 @@ static long last_le_idx(const uint32_t *idx, size_t nidx, const void *arr, size_
     return -1;
   size_t lo = (size_t)b * ST_INDEX_STEP;
   size_t cnt = n - lo < ST_INDEX_STEP ? n - lo : ST_INDEX_STEP;
+  prefetch_span((const char *)arr + lo * sz, cnt * sz); /* overlap the block's misses */
   long r = last_le((const char *)arr + lo * sz, cnt, sz, key_off, k);
   return r < 0 ? -1 : (long)lo + r;
 }
@@ -374,17 +388,43 @@ static void build_ir_index(symtab *st) {
   st->nir_maxend = st->niranges;
 }
 
+/* Fills func_lines (funcs and lines sorted); on failure leaves it NULL. */
+static void build_func_lines(symtab *st) {
+  if (!st->nfuncs || !st->nlines || st->nlines > UINT32_MAX)
+    return;
+  ps_err e = PS_E_OK;
+  uint32_t *fl = ps_alloc_array(st->budget, st->nfuncs, 2 * sizeof *fl, &e);
+  if (!fl)
+    return;
+  for (size_t i = 0; i < st->nfuncs; i++) {
+    const st_func *f = &st->funcs[i];
+    uint32_t sz = f->size ? f->size : 1;
+    long lo = last_le(st->lines, st->nlines, sizeof *st->lines, offsetof(st_line, rva), f->rva);
+    /* last line starting at or before the function's last byte */
+    uint64_t last = (uint64_t)f->rva + sz - 1;
+    long hi = last_le(st->lines, st->nlines, sizeof *st->lines, offsetof(st_line, rva),
+                      last > UINT32_MAX ? UINT32_MAX : (uint32_t)last);
+    fl[2 * i] = lo < 0 ? 0 : (uint32_t)lo;
+    fl[2 * i + 1] = (uint32_t)(hi + 1);
+  }
+  st->func_lines = fl;
+  st->nfunc_lines = st->nfuncs;
+}
+
 ps_err st_build_index(symtab *st) {
   free(st->line_idx);
   free(st->func_idx);
   free(st->ir_maxend);
+  free(st->func_lines);
   st->ir_maxend = NULL;
-  st->nir_maxend = 0;
+  st->func_lines = NULL;
+  st->nir_maxend = st->nfunc_lines = 0;
   st->line_idx = sample_keys(st, st->lines, st->nlines, sizeof *st->lines,
                              offsetof(st_line, rva), &st->nline_idx);
   st->func_idx = sample_keys(st, st->funcs, st->nfuncs, sizeof *st->funcs,
                              offsetof(st_func, rva), &st->nfunc_idx);
   build_ir_index(st);
+  build_func_lines(st);
   return PS_E_OK;
 }
 
@@ -422,8 +462,9 @@ ps_err st_finish(symtab *st) {
   free(st->line_idx);
   free(st->func_idx);
   free(st->ir_maxend);
-  st->line_idx = st->func_idx = st->ir_maxend = NULL;
-  st->nline_idx = st->nfunc_idx = st->nir_maxend = 0;
+  free(st->func_lines);
+  st->line_idx = st->func_idx = st->ir_maxend = st->func_lines = NULL;
+  st->nline_idx = st->nfunc_idx = st->nir_maxend = st->nfunc_lines = 0;
   if (!stable_sort(st, st->funcs, st->nfuncs, sizeof *st->funcs, cmp_func) ||
       !stable_sort(st, st->lines, st->nlines, sizeof *st->lines, cmp_line) ||
       !stable_sort(st, st->publics, st->npublics, sizeof *st->publics, cmp_public) ||
@@ -552,7 +593,7 @@ size_t st_memory_size(const symtab *st) {
          st->clines * sizeof(st_line) + st->cinlines * sizeof(st_inline) +
          st->ciranges * sizeof(st_irange) + st->cpublics * sizeof(st_public) +
          st->cmethods * sizeof(st_method) + st->cseqpts * sizeof(st_seqpt) +
-         (st->hcap + st->nline_idx + st->nfunc_idx + st->nir_maxend) * sizeof(uint32_t);
+         (st->hcap + st->nline_idx + st->nfunc_idx + st->nir_maxend + 2 * st->nfunc_lines) * sizeof(uint32_t);
 }
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -562,9 +603,20 @@ static void sym_clear(st_symbol *s) {
   s->function = "";
 }
 
-static const st_line *line_at(const symtab *st, uint32_t rva) {
-  long i = last_le_idx(st->line_idx, st->nline_idx, st->lines, st->nlines, sizeof *st->lines,
-                       offsetof(st_line, rva), rva);
+/* fi: the function containing rva, or -1 */
+static const st_line *line_at(const symtab *st, long fi, uint32_t rva) {
+  long i;
+  if (fi >= 0 && st->func_lines && st->nfunc_lines == st->nfuncs) {
+    /* every line before lo starts at or before rva, every one from hi after */
+    uint32_t lo = st->func_lines[2 * fi], hi = st->func_lines[2 * fi + 1];
+    if (hi > st->nlines || lo > hi)
+      return NULL;
+    long r = last_le(st->lines + lo, hi - lo, sizeof *st->lines, offsetof(st_line, rva), rva);
+    i = r < 0 ? (lo ? (long)lo - 1 : -1) : (long)lo + r;
+  } else {
+    i = last_le_idx(st->line_idx, st->nline_idx, st->lines, st->nlines, sizeof *st->lines,
+                    offsetof(st_line, rva), rva);
+  }
   if (i < 0)
     return NULL;
   /* several tables can start a line at one address (code folded inside a
@@ -608,7 +660,7 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
     s->mangled = p->mangled ? st_s(st, p->mangled) : NULL;
     s->function_offset = rva - p->rva;
     s->has_offset = true;
-    const st_line *l = line_at(st, rva);
+    const st_line *l = line_at(st, -1, rva);
     if (l)
       set_line(st, s, l->file, l->line);
     out->nsyms = 1;
@@ -616,6 +668,19 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
     return;
   }
   const st_func *f = &st->funcs[fi];
+  /* the searches below are bound by cache misses, each step waiting on the
+   * last: ask for the function's ranges and lines at once, so the misses
+   * overlap (small functions only; a prefetch never faults) */
+  if (st->iranges && f->ir_count && f->ir_count <= 64) {
+    prefetch_span(st->iranges + f->ir_first, f->ir_count * sizeof *st->iranges);
+    if (st->ir_maxend && st->nir_maxend == st->niranges)
+      prefetch_span(st->ir_maxend + f->ir_first, f->ir_count * sizeof *st->ir_maxend);
+  }
+  if (st->func_lines && st->nfunc_lines == st->nfuncs) {
+    uint32_t lo = st->func_lines[2 * fi], hi = st->func_lines[2 * fi + 1];
+    if (lo < hi && hi <= st->nlines && hi - lo <= 128)
+      prefetch_span(st->lines + lo, (hi - lo) * sizeof *st->lines);
+  }
 
   /* the ranges containing rva, in descending index order (up to HITS; past
    * that the per-level ranges are found by rescanning), and the deepest
@@ -691,7 +756,7 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
   s->function = st_s(st, f->name);
   s->function_offset = rva - f->rva;
   s->has_offset = true;
-  const st_line *l = line_at(st, rva);
+  const st_line *l = line_at(st, fi, rva);
   if (l)
     set_line(st, s, l->file, l->line);
   out->nsyms = n;

@@ -123,6 +123,11 @@ typedef struct {
    * sorted by rva, the ranges containing an address are found by a binary
    * search and a backward walk that stops where this drops to the address */
   uint32_t *ir_maxend; size_t nir_maxend;
+  /* per function, the lines a lookup inside it can land on: [2i] is the last
+   * line starting at or before the function (0 if none), [2i+1] one past the
+   * last line starting before its end; a line search then stays in a few
+   * cache lines */
+  uint32_t *func_lines; size_t nfunc_lines;
   /* builder state (string dedup) */
   uint32_t *hslots; size_t hcap, hcount;
   ps_budget *budget; /* borrowed; may be NULL for "no cap" */
