@@ -202,35 +202,51 @@ bool msf_has_stream(const msf_file *m, uint32_t idx) {
   return idx < m->num_streams && m->sizes[idx] != MSF_NIL_STREAM;
 }
 
-ps_err msf_stream(msf_file *m, uint32_t idx, msf_stream_t *out, ps_diag *diag) {
-  memset(out, 0, sizeof *out);
-  if (!msf_has_stream(m, idx))
-    return PS_E_NOT_FOUND;
+/* The part msf_stream and msf_stream_scratch share: an empty stream, or one
+ * whose blocks are contiguous, is pointed at in place (returns true); else
+ * false, and the caller gathers the blocks with gather_blocks. */
+static bool stream_in_place(const msf_file *m, uint32_t idx, msf_stream_t *out) {
   uint32_t size = m->sizes[idx];
-  uint32_t bs = m->block_size;
-  uint32_t nb = blocks_for(size, bs);
+  uint32_t nb = blocks_for(size, m->block_size);
   const uint32_t *bl = m->blocks + m->first[idx];
   if (size == 0) {
     out->data = m->data;
-    return PS_E_OK;
+    return true;
   }
   bool contiguous = true;
   for (uint32_t i = 1; i < nb && contiguous; i++)
     contiguous = bl[i] == bl[i - 1] + 1;
-  if (contiguous) {
-    out->data = m->data + (size_t)bl[0] * bs;
-    out->len = size;
-    return PS_E_OK;
-  }
-  ps_err e = PS_E_OK;
-  uint8_t *buf = ps_alloc_array(m->budget, size, 1, &e);
-  if (!buf)
-    return ps_diag_set(diag, e, "MSF stream", (size_t)-1, "stream %u of %u bytes", idx, size);
+  if (!contiguous)
+    return false;
+  out->data = m->data + (size_t)bl[0] * m->block_size;
+  out->len = size;
+  return true;
+}
+
+static void gather_blocks(const msf_file *m, uint32_t idx, uint8_t *buf) {
+  uint32_t size = m->sizes[idx];
+  uint32_t bs = m->block_size;
+  uint32_t nb = blocks_for(size, bs);
+  const uint32_t *bl = m->blocks + m->first[idx];
   for (uint32_t i = 0; i < nb; i++) {
     size_t off = (size_t)i * bs;
     size_t take = size - off < bs ? size - off : bs;
     memcpy(buf + off, m->data + (size_t)bl[i] * bs, take);
   }
+}
+
+ps_err msf_stream(msf_file *m, uint32_t idx, msf_stream_t *out, ps_diag *diag) {
+  memset(out, 0, sizeof *out);
+  if (!msf_has_stream(m, idx))
+    return PS_E_NOT_FOUND;
+  if (stream_in_place(m, idx, out))
+    return PS_E_OK;
+  uint32_t size = m->sizes[idx];
+  ps_err e = PS_E_OK;
+  uint8_t *buf = ps_alloc_array(m->budget, size, 1, &e);
+  if (!buf)
+    return ps_diag_set(diag, e, "MSF stream", (size_t)-1, "stream %u of %u bytes", idx, size);
+  gather_blocks(m, idx, buf);
   out->data = buf;
   out->len = size;
   out->owned = buf;
@@ -251,22 +267,9 @@ ps_err msf_stream_scratch(msf_file *m, uint32_t idx, msf_stream_t *out, uint8_t 
   memset(out, 0, sizeof *out);
   if (!msf_has_stream(m, idx))
     return PS_E_NOT_FOUND;
+  if (stream_in_place(m, idx, out))
+    return PS_E_OK;
   uint32_t size = m->sizes[idx];
-  uint32_t bs = m->block_size;
-  uint32_t nb = blocks_for(size, bs);
-  const uint32_t *bl = m->blocks + m->first[idx];
-  if (size == 0) {
-    out->data = m->data;
-    return PS_E_OK;
-  }
-  bool contiguous = true;
-  for (uint32_t i = 1; i < nb && contiguous; i++)
-    contiguous = bl[i] == bl[i - 1] + 1;
-  if (contiguous) {
-    out->data = m->data + (size_t)bl[0] * bs;
-    out->len = size;
-    return PS_E_OK;
-  }
   if (*scratch_cap < size) {
     ps_err e = PS_E_OK;
     size_t ncap = *scratch_cap ? *scratch_cap : 65536;
@@ -278,11 +281,7 @@ ps_err msf_stream_scratch(msf_file *m, uint32_t idx, msf_stream_t *out, uint8_t 
     *scratch = p;
     *scratch_cap = ncap;
   }
-  for (uint32_t i = 0; i < nb; i++) {
-    size_t off = (size_t)i * bs;
-    size_t take = size - off < bs ? size - off : bs;
-    memcpy(*scratch + off, m->data + (size_t)bl[i] * bs, take);
-  }
+  gather_blocks(m, idx, *scratch);
   out->data = *scratch;
   out->len = size;
   return PS_E_OK;
