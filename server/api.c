@@ -45,9 +45,11 @@ static void set_json(api_response *out, unsigned status, json_t *root) {
 
 void api_error(api_response *out, unsigned status, const char *msg, const char *field) {
   json_t *e = json_object();
-  json_object_set_new(e, "error", json_string(msg));
+  /* render_string: msg may quote request bytes (a method, a JSON token) that
+   * are not UTF-8, which json_string refuses */
+  json_object_set_new(e, "error", render_string(msg));
   if (field)
-    json_object_set_new(e, "field", json_string(field));
+    json_object_set_new(e, "field", render_string(field));
   set_json(out, status, e);
 }
 
@@ -833,7 +835,7 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   json_t *o = json_object();
   char id[48];
   module_debug_id(m.guid, m.age, id);
-  json_object_set_new(o, "debug_file", json_string(m.debug_file));
+  json_object_set_new(o, "debug_file", render_string(m.debug_file)); /* from the URL: any bytes */
   json_object_set_new(o, "debug_id", json_string(id));
   json_object_set_new(o, "status", json_string(known ? mod_status_name(h.status) : "unknown"));
   json_object_set_new(o, "cached", json_boolean(h.from_cache));
