@@ -762,12 +762,19 @@ static void symbolicate_v5(api *a, const char *body, size_t len, api_response *o
     const json_t *e;
     json_array_foreach(j->map, mi, e) {
       const req_module *m = &mods[j->mod_first + mi];
-      char key[600];
-      snprintf(key, sizeof key, "%s/%s", json_string_value(json_array_get(e, 0)),
-               json_string_value(json_array_get(e, 1)));
+      /* the key is the entry as given, however long (a fixed buffer cut it,
+       * even inside a UTF-8 sequence, which dropped the entry) */
+      const char *kf = json_string_value(json_array_get(e, 0));
+      const char *ki = json_string_value(json_array_get(e, 1));
+      size_t kcap = strlen(kf) + strlen(ki) + 2;
+      char *key = malloc(kcap);
       const req_module *r = &mods[m->same];
-      json_object_set_new(found, key,
-                          m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
+      if (key) {
+        snprintf(key, kcap, "%s/%s", kf, ki);
+        json_object_set_new(found, key,
+                            m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
+        free(key);
+      }
       if (!m->skip && m->same == (size_t)(m - mods))
         mt_module(m->h.status);
     }

@@ -27,6 +27,16 @@ try:
     c.eq("non-UTF-8 debug_file: status", st, 404)
     c.true("non-UTF-8 debug_file: debug_file present",
            isinstance(j.get("debug_file"), str) and j["debug_file"].startswith("a"), repr(j))
+
+    # v5 found_modules keys are "debug_file/breakpad_id" as given, even when
+    # the debug_file is a long path with multibyte characters
+    for n in (300, 301):
+        name = "C:\\" + "\u00e9" * n + "\\x.pdb"
+        body = {"memoryMap": [[name, ID.upper()]], "stacks": [[[0, 16]]]}
+        st, h, j = srv.json("POST", "/symbolicate/v5", body)
+        c.eq("v5 long debug_file %d: status" % n, st, 200)
+        c.eq("v5 long debug_file %d: found_modules key" % n,
+             list(j["results"][0]["found_modules"]), [name + "/" + ID.upper()])
 finally:
     srv.close()
 c.done()
