@@ -45,9 +45,11 @@ static void set_json(api_response *out, unsigned status, json_t *root) {
 
 void api_error(api_response *out, unsigned status, const char *msg, const char *field) {
   json_t *e = json_object();
-  json_object_set_new(e, "error", json_string(msg));
+  /* render_string: msg may quote request bytes (a method, a JSON token) that
+   * are not UTF-8, which json_string refuses */
+  json_object_set_new(e, "error", render_string(msg));
   if (field)
-    json_object_set_new(e, "field", json_string(field));
+    json_object_set_new(e, "field", render_string(field));
   set_json(out, status, e);
 }
 
@@ -760,12 +762,19 @@ static void symbolicate_v5(api *a, const char *body, size_t len, api_response *o
     const json_t *e;
     json_array_foreach(j->map, mi, e) {
       const req_module *m = &mods[j->mod_first + mi];
-      char key[600];
-      snprintf(key, sizeof key, "%s/%s", json_string_value(json_array_get(e, 0)),
-               json_string_value(json_array_get(e, 1)));
+      /* the key is the entry as given, however long (a fixed buffer cut it,
+       * even inside a UTF-8 sequence, which dropped the entry) */
+      const char *kf = json_string_value(json_array_get(e, 0));
+      const char *ki = json_string_value(json_array_get(e, 1));
+      size_t kcap = strlen(kf) + strlen(ki) + 2;
+      char *key = malloc(kcap);
       const req_module *r = &mods[m->same];
-      json_object_set_new(found, key,
-                          m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
+      if (key) {
+        snprintf(key, kcap, "%s/%s", kf, ki);
+        json_object_set_new(found, key,
+                            m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
+        free(key);
+      }
       if (!m->skip && m->same == (size_t)(m - mods))
         mt_module(m->h.status);
     }
@@ -833,7 +842,7 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   json_t *o = json_object();
   char id[48];
   module_debug_id(m.guid, m.age, id);
-  json_object_set_new(o, "debug_file", json_string(m.debug_file));
+  json_object_set_new(o, "debug_file", render_string(m.debug_file)); /* from the URL: any bytes */
   json_object_set_new(o, "debug_id", json_string(id));
   json_object_set_new(o, "status", json_string(known ? mod_status_name(h.status) : "unknown"));
   json_object_set_new(o, "cached", json_boolean(h.from_cache));

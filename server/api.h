@@ -13,6 +13,7 @@
 #ifndef PDBSYM_API_H
 #define PDBSYM_API_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -23,7 +24,7 @@
 typedef struct {
   engine *eng;              /* borrowed */
   const srv_config *cfg;    /* borrowed */
-  volatile int draining;    /* set on SIGTERM: /ready answers 503 */
+  atomic_int draining;      /* set on SIGTERM (main thread), read by request threads: /ready answers 503 */
 } api;
 
 typedef struct {

@@ -521,7 +521,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     pthread_attr_destroy(&attr);
   }
   j->refs++;
-  while (!j->done) {
+  while (!j->done && !e->closing) { /* engine_drain wakes us at shutdown */
     if (deadline_ms == 0) {
       pthread_cond_wait(&e->cv, &e->mu);
       continue;
@@ -568,6 +568,15 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     return;
   }
   out->status = status;
+}
+
+void engine_drain(engine *e) {
+  if (!e)
+    return;
+  pthread_mutex_lock(&e->mu);
+  e->closing = true;
+  pthread_cond_broadcast(&e->cv);
+  pthread_mutex_unlock(&e->mu);
 }
 
 void engine_release(engine *e, mod_handle *h) {

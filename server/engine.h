@@ -51,6 +51,9 @@ typedef struct {
 
 ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag);
 void engine_close(engine *e);
+/* Shutdown: requests waiting for a download stop waiting (they get
+ * MOD_PENDING) and new downloads are refused; downloads running go on. */
+void engine_drain(engine *e);
 
 /* Resolves m.  Waits at most until deadline_ms (a CLOCK_MONOTONIC time in
  * milliseconds; 0 means no limit); if the module is still being fetched then,

@@ -403,6 +403,9 @@ void http_stop(http_server *s, unsigned grace_s) {
   }
   long left = atomic_load(&s->active);
   if (left > 0) {
+    /* a request waiting for a download (up to max_timeout) would hold
+     * MHD_stop_daemon, which joins its thread, until its deadline */
+    engine_drain(s->a->eng);
     log_line l;
     log_begin(&l, LOG_WARN, "shutdown grace over, closing requests still in flight");
     log_int(&l, "requests", left);
