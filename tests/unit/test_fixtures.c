@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "fixtures.h"
+#include "machine_paths.h"
 #include "test.h"
 
 static const char msf7_magic[] = "Microsoft C/C++ MSF 7.00\r\n\x1a" "DS\0\0\0";
@@ -109,28 +110,15 @@ static int pe_codeview(const fx_blob *b, const pe_info *pe, char guid[37], uint3
   return -1;
 }
 
-static int contains(const fx_blob *b, const uint8_t *n, size_t len) {
-  for (size_t i = 0; i + len <= b->len; i++)
-    if (b->data[i] == n[0] && memcmp(b->data + i, n, len) == 0)
-      return 1;
-  return 0;
-}
-
 /* Does BLOB contain a path of a build machine (UTF-8 or UTF-16LE)? */
 static const char *machine_path_in(const fx_blob *b) {
-  static const char *const needles[] = {"/work/", "/tmp/", "/root/", "/home/", "/usr/"};
-  for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) {
-    const char *n = needles[i];
-    size_t len = strlen(n);
-    uint8_t wide[16];
-    for (size_t k = 0; k < len; k++) {
-      wide[2 * k] = (uint8_t)n[k];
-      wide[2 * k + 1] = 0;
-    }
-    if (contains(b, (const uint8_t *)n, len) || contains(b, wide, 2 * len))
-      return n;
+  static mp_needles nd; /* the answer points into it */
+  static int ready;
+  if (!ready) {
+    mp_init(&nd);
+    ready = 1;
   }
-  return NULL;
+  return mp_find(&nd, b->data, b->len);
 }
 
 /* --- loader tests on hand-written text ------------------------------------ */
