@@ -454,7 +454,9 @@ static void release_modules(api *a, req_module *mods, size_t n) {
   }
 }
 
-static void symbolicate(api *a, const char *body, size_t len, api_response *out) {
+/* The request body as JSON (duplicate keys refused), or NULL after a 400
+ * naming where the JSON broke. */
+static json_t *parse_body(const char *body, size_t len, api_response *out) {
   json_error_t jerr;
   json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) {
@@ -462,8 +464,14 @@ static void symbolicate(api *a, const char *body, size_t len, api_response *out)
     snprintf(msg, sizeof msg, "invalid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
              jerr.column);
     api_error(out, 400, msg, NULL);
-    return;
   }
+  return root;
+}
+
+static void symbolicate(api *a, const char *body, size_t len, api_response *out) {
+  json_t *root = parse_body(body, len, out);
+  if (!root)
+    return;
   req_module *mods = NULL;
   req_frame *frames = NULL;
   size_t nm = 0, nf = 0;
@@ -677,15 +685,9 @@ static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const re
 }
 
 static void symbolicate_v5(api *a, const char *body, size_t len, api_response *out) {
-  json_error_t jerr;
-  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) {
-    char msg[300];
-    snprintf(msg, sizeof msg, "invalid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-             jerr.column);
-    api_error(out, 400, msg, NULL);
+  json_t *root = parse_body(body, len, out);
+  if (!root)
     return;
-  }
   v5_job jobs[V5_MAX_JOBS];
   size_t njobs = 0, nm = 0, nf = 0;
   req_module *mods = NULL;
