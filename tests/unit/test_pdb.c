@@ -69,46 +69,6 @@ TEST(corpus_reads_with_identity) {
 
 /* ---- managed oracles ------------------------------------------------------ */
 
-/* a JSON string value after "key": into out (handles \\ and \"); false if absent */
-static bool json_str(const char *line, const char *key, char *out, size_t cap) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":\"", key);
-  const char *p = strstr(line, pat);
-  if (!p)
-    return false;
-  p += strlen(pat);
-  size_t n = 0;
-  while (*p && *p != '"' && n + 1 < cap) {
-    if (*p == '\\' && p[1]) {
-      p++;
-      if (*p == 'u' && p[1] && p[2] && p[3] && p[4]) {
-        unsigned v = (unsigned)strtoul((char[5]){p[1], p[2], p[3], p[4], 0}, NULL, 16);
-        out[n++] = v < 0x80 ? (char)v : '?';
-        p += 5;
-        continue;
-      }
-      out[n++] = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
-      p++;
-      continue;
-    }
-    out[n++] = *p++;
-  }
-  out[n] = '\0';
-  return true;
-}
-
-static bool json_num(const char *line, const char *key, long long *v) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = strstr(line, pat);
-  if (!p)
-    return false;
-  p += strlen(pat);
-  if (*p == '"')
-    p++;
-  *v = strtoll(p, NULL, 0);
-  return true;
-}
 
 typedef struct {
   long checked, agree;

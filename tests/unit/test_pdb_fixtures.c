@@ -108,32 +108,6 @@ TEST(native_fixtures) {
 
 /* ---- managed: WinPdbDump rows ------------------------------------------ */
 
-static bool jstr(const char *line, const char *key, char *out, size_t cap) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":\"", key);
-  const char *p = strstr(line, pat);
-  if (!p)
-    return false;
-  p += strlen(pat);
-  size_t n = 0;
-  while (*p && *p != '"' && n + 1 < cap) {
-    if (*p == '\\' && p[1])
-      p++;
-    out[n++] = *p++;
-  }
-  out[n] = '\0';
-  return true;
-}
-
-static bool jnum(const char *line, const char *key, long long *v) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = strstr(line, pat);
-  if (!p)
-    return false;
-  *v = strtoll(p + strlen(pat) + (p[strlen(pat)] == '"'), NULL, 0);
-  return true;
-}
 
 TEST(managed_fixtures) {
   const char *src = getenv("PDBSYM_SOURCE_DIR");
@@ -162,9 +136,9 @@ TEST(managed_fixtures) {
         continue;
       char tok[32], doc[2048];
       long long il, sl, sc, el, ec;
-      if (!jstr(line, "token", tok, sizeof tok) || !jnum(line, "il", &il) ||
-          !jstr(line, "doc", doc, sizeof doc) || !jnum(line, "sl", &sl) ||
-          !jnum(line, "sc", &sc) || !jnum(line, "el", &el) || !jnum(line, "ec", &ec))
+      if (!json_str(line, "token", tok, sizeof tok) || !json_num(line, "il", &il) ||
+          !json_str(line, "doc", doc, sizeof doc) || !json_num(line, "sl", &sl) ||
+          !json_num(line, "sc", &sc) || !json_num(line, "el", &el) || !json_num(line, "ec", &ec))
         continue;
       bool hidden = strstr(line, "\"hidden\":true") != NULL;
       st_lookup_token(&st, (uint32_t)strtoul(tok, NULL, 16), (uint32_t)il, a);
