@@ -200,6 +200,9 @@ typedef struct {
 
 /* Native: RVA -> function (or nearest public), inline chain, file and line. */
 void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out);
+/* The index in funcs of the function st_lookup_rva answers rva from, or -1
+ * when none contains rva (then it falls back to the publics). */
+long st_func_index(const symtab *st, uint32_t rva);
 /* Managed: (MethodDef token, IL offset) -> covering sequence point. */
 void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *out);
 

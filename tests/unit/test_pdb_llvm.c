@@ -25,35 +25,7 @@
 
 static const char *g_corpus;
 
-/* ---- PE: executable sections and the RSDS file name ------------------- */
-
-typedef struct {
-  uint32_t va, size;
-} range;
-
-static int pe_code(const uint8_t *d, size_t n, range *out, int max) {
-  if (n < 0x40 || d[0] != 'M' || d[1] != 'Z')
-    return 0;
-  uint32_t pe = (uint32_t)d[0x3c] | (uint32_t)d[0x3d] << 8 | (uint32_t)d[0x3e] << 16 |
-                (uint32_t)d[0x3f] << 24;
-  if ((size_t)pe + 24 > n)
-    return 0;
-  unsigned nsec = d[pe + 6] | d[pe + 7] << 8, optsz = d[pe + 20] | d[pe + 21] << 8;
-  size_t sec = pe + 24u + optsz;
-  int k = 0;
-  for (unsigned i = 0; i < nsec && k < max && sec + 40 * (i + 1) <= n; i++) {
-    const uint8_t *s = d + sec + 40 * i;
-    uint32_t vsz = (uint32_t)s[8] | (uint32_t)s[9] << 8 | (uint32_t)s[10] << 16 | (uint32_t)s[11] << 24;
-    uint32_t va = (uint32_t)s[12] | (uint32_t)s[13] << 8 | (uint32_t)s[14] << 16 | (uint32_t)s[15] << 24;
-    uint32_t ch = (uint32_t)s[36] | (uint32_t)s[37] << 8 | (uint32_t)s[38] << 16 | (uint32_t)s[39] << 24;
-    if (ch & 0x20000000u) { /* IMAGE_SCN_MEM_EXECUTE */
-      out[k].va = va;
-      out[k].size = vsz;
-      k++;
-    }
-  }
-  return k;
-}
+/* ---- PE: the RSDS file name (executable sections: pdb_corpus.h) ------ */
 
 static bool rsds_name(const uint8_t *d, size_t n, char *out, size_t cap) {
   for (size_t i = 0; i + 24 < n; i++) {
@@ -345,7 +317,7 @@ TEST(native_lookups_match_llvm_symbolizer) {
     size_t pe_len = 0, pdb_len = 0;
     uint8_t *pe = slurp(pe_path, &pe_len);
     uint8_t *pdb = slurp(pdb_path, &pdb_len);
-    range code[16];
+    pe_range code[16];
     int ncode = pe ? pe_code(pe, pe_len, code, 16) : 0;
     char pdb_name[512];
     if (!pe || !pdb || !ncode || !rsds_name(pe, pe_len, pdb_name, sizeof pdb_name)) {
