@@ -1803,6 +1803,7 @@ static void ctx_free(pdb_ctx *c) {
 
 #define LAZY_MAX_PERCENT 25u
 #define LAZY_MAX_BUILDS 8u
+#define LAZY_SMALL ((uint64_t)4 << 20) /* module bytes always worth reading lazily */
 
 typedef struct {
   uint32_t *v; /* sorted, unique */
@@ -2043,7 +2044,7 @@ static ps_err lazy_build(pdb_lazy *z, ps_diag *diag) {
     unsigned maxb = z->opts.lazy_max_builds ? z->opts.lazy_max_builds : LAZY_MAX_BUILDS;
     if (z->builds >= maxb)
       set_full(z, "the table was rebuilt too often");
-    else if (bytes * 100 > z->mod_bytes * pct)
+    else if (bytes * 100 > z->mod_bytes * pct && bytes > LAZY_SMALL)
       set_full(z, "the addresses need much of the file");
   }
   for (;;) {
@@ -2085,6 +2086,8 @@ static ps_err lazy_build(pdb_lazy *z, ps_diag *diag) {
       z->built = false; /* pub_have may be half copied: rebuild next time */
       return e;
     }
+    /* what pdb_read puts in the table from outside the modules and the
+     * publics (now the identity: t.ident above) must be given to t here */
     drop_table(z->budget, &z->st);
     z->st = t;
     memcpy(z->have, z->want, c->nmods);
@@ -2150,6 +2153,7 @@ ps_err pdb_open(const uint8_t *data, size_t len, ps_budget *budget, const pdb_op
   c->diag = diag;
   c->budget = budget;
   c->want_terr = true;
+  c->opts = &z->opts; /* the release hook: module pages go once read */
   ps_err e = pdb_begin(c, data, len);
   if (e == PS_E_OK && hdr.err != PS_E_OK)
     e = ps_diag_set(diag, hdr.err, "symtab", (size_t)-1, "building the symbol table");

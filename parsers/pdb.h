@@ -63,8 +63,9 @@ typedef struct {
   void *release_arg;
   /* Lazy reading (pdb_open): the table is built from all modules once the
    * asked addresses need module streams of more than lazy_max_percent of all
-   * module stream bytes (default 25), or after lazy_max_builds rebuilds of
-   * the partial table (default 8).  0 means the default. */
+   * module stream bytes (default 25) and more than 4 MiB, or after
+   * lazy_max_builds rebuilds of the partial table (default 8).  0 means the
+   * default. */
   unsigned lazy_max_percent;
   unsigned lazy_max_builds;
 } pdb_options;

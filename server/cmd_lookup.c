@@ -1,7 +1,9 @@
 /*
  * cmd_lookup.c - `pdbsym lookup [--image PE] FILE [ADDRESS...]` and
  * `pdbsym dump FILE`: offline answers straight from a file (CONTRACT.md,
- * "The CLI lookup").
+ * "The CLI lookup").  A Windows PDB asked RVAs is read lazily: only the
+ * module streams the addresses need (parsers/pdb.h), so one address costs
+ * one address; the answers are those of the whole table.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "symfile.h"
 #include "loader.h"
 #include "module.h"
+#include "pdb.h"
 #include "render.h"
 #include "symtab.h"
 
@@ -88,52 +91,170 @@ static void print_json(json_t *o) {
   json_decref(o);
 }
 
-static void answer(const render_module *rm, const symtab *st, const char *text) {
+/* Where the answers come from: the whole table (loader_read), or, for a
+ * Windows PDB asked RVAs only, a lazy index that reads only the module
+ * streams the addresses need (parsers/pdb.h, "Lazy reading"); a token address
+ * turns a lazy source whole. */
+typedef struct {
+  const char *file, *image;
+  symfile fm, im;
+  bool im_open;
+  ps_budget budget;
+  symtab st; /* the whole table, once whole */
+  bool whole;
+  pdb_lazy *z;
+  render_module rm;
+} source;
+
+static int cannot_read(const char *what, const char *file, const ps_diag *d) {
+  char msg[512];
+  fprintf(stderr, "pdbsym: cannot read %s%s: %s\n", what, file, ps_diag_format(d, msg, sizeof msg));
+  return 2;
+}
+
+static void source_close(source *s) {
+  render_module_free(&s->rm);
+  pdb_close(s->z);
+  s->z = NULL;
+  st_free(&s->st);
+  symfile_close(&s->fm);
+  if (s->im_open)
+    symfile_close(&s->im);
+  s->im_open = false;
+}
+
+/* Reads the whole table (the files are closed afterwards). */
+static int source_whole(source *s) {
+  if (s->whole)
+    return 0;
+  render_module_free(&s->rm);
+  pdb_close(s->z);
+  s->z = NULL;
+  ps_diag d;
+  ps_diag_clear(&d);
+  ps_budget_init(&s->budget, PS_DEFAULT_BUDGET);
+  st_init(&s->st, &s->budget);
+  ps_err rc;
+  if (!s->image && loader_sniff(s->fm.data, s->fm.len) == LOAD_MSF) {
+    pdb_options o = {0};
+    symfile_release_hook(&s->fm, &o.release, &o.release_arg); /* peak: the tables */
+    rc = pdb_read_with(s->fm.data, s->fm.len, &s->budget, &o, &s->st, &d);
+  } else {
+    rc = loader_read(s->fm.data, s->fm.len, s->im_open ? s->im.data : NULL, s->im.len,
+                     &s->budget, &s->st, &d);
+  }
+  s->st.budget = NULL; /* the table outlives no budget check */
+  symfile_close(&s->fm);
+  if (s->im_open)
+    symfile_close(&s->im);
+  s->im_open = false;
+  if (rc != PS_E_OK)
+    return cannot_read("", s->file, &d);
+  render_module_init(&s->rm, &s->st);
+  s->whole = true;
+  return 0;
+}
+
+/* Opens FILE (and the image); lazy_ok lets a Windows PDB be read lazily. */
+static int source_open(source *s, const char *file, const char *image, bool lazy_ok) {
+  memset(s, 0, sizeof *s);
+  s->file = file;
+  s->image = image;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (symfile_open(&s->fm, file, LOOKUP_MAX_FILE, &d) != PS_E_OK)
+    return cannot_read("", file, &d);
+  if (image) {
+    if (symfile_open(&s->im, image, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
+      symfile_close(&s->fm);
+      return cannot_read("image ", image, &d);
+    }
+    s->im_open = true;
+  }
+  if (!lazy_ok || image || loader_sniff(s->fm.data, s->fm.len) != LOAD_MSF) {
+    int rc = source_whole(s);
+    if (rc)
+      source_close(s);
+    return rc;
+  }
+  ps_budget_init(&s->budget, PS_DEFAULT_BUDGET);
+  pdb_options o = {0};
+  symfile_release_hook(&s->fm, &o.release, &o.release_arg);
+  if (pdb_open(s->fm.data, s->fm.len, &s->budget, &o, &s->z, &d) != PS_E_OK) {
+    source_close(s);
+    return cannot_read("", file, &d);
+  }
+  render_module_init(&s->rm, NULL); /* Windows PDBs: no Source Link map */
+  return 0;
+}
+
+/* Answers one address; tab is a table already made for it (the arguments'
+ * lazy table) or NULL.  Returns 2 when the file turns out unreadable. */
+static int answer(source *s, const char *text, const symtab *tab) {
   address a;
   const char *why = parse_address(text, &a);
   if (why) {
     json_t *o = render_error_frame("invalid", why, -1, false, false, 0, 0);
     json_object_set_new(o, "address", json_string(text));
     print_json(o);
-    return;
+    return 0;
   }
   st_answer ans;
+  if (a.managed && source_whole(s))
+    return 2;
+  ps_diag d;
+  ps_diag_clear(&d);
   if (a.managed)
-    st_lookup_token(st, a.value, a.il, &ans);
-  else
-    st_lookup_rva(st, a.value, &ans);
-  print_json(render_frame(rm, &ans, -1, a.managed, a.value, a.il));
+    st_lookup_token(&s->st, a.value, a.il, &ans);
+  else if (s->whole)
+    st_lookup_rva(&s->st, a.value, &ans);
+  else if (tab)
+    st_lookup_rva(tab, a.value, &ans);
+  else if (pdb_lookup_lazy(s->z, a.value, &ans, &d) != PS_E_OK)
+    return cannot_read("", s->file, &d);
+  print_json(render_frame(&s->rm, &ans, -1, a.managed, a.value, a.il));
+  return 0;
+}
+
+/* The table for the addresses given as arguments, made once for all of
+ * them (NULL when the source is whole). */
+static int args_table(source *s, char **args, int n, const symtab **tab) {
+  *tab = NULL;
+  if (s->whole)
+    return 0;
+  uint32_t *rvas = malloc(sizeof *rvas * (size_t)(n ? n : 1));
+  if (!rvas) {
+    fprintf(stderr, "pdbsym: out of memory\n");
+    return 2;
+  }
+  size_t k = 0;
+  bool token = false;
+  for (int i = 0; i < n; i++) {
+    address a;
+    if (parse_address(args[i], &a))
+      continue;
+    token |= a.managed;
+    rvas[k++] = a.value;
+  }
+  int rc = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (token)
+    rc = source_whole(s);
+  else if (k && pdb_module_table(s->z, rvas, k, tab, &d) != PS_E_OK)
+    rc = cannot_read("", s->file, &d);
+  free(rvas);
+  return rc;
 }
 
 static int load(const char *file, const char *image, symtab *st) {
-  symfile fm, im;
-  ps_diag d;
-  ps_diag_clear(&d);
-  char msg[512];
-  if (symfile_open(&fm, file, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
-    fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
-    return 2;
-  }
-  memset(&im, 0, sizeof im);
-  if (image && symfile_open(&im, image, LOOKUP_MAX_FILE, &d) != PS_E_OK) {
-    fprintf(stderr, "pdbsym: cannot read image %s: %s\n", image,
-            ps_diag_format(&d, msg, sizeof msg));
-    symfile_close(&fm);
-    return 2;
-  }
-  ps_budget budget;
-  ps_budget_init(&budget, PS_DEFAULT_BUDGET);
-  st_init(st, &budget);
-  ps_err rc = loader_read(fm.data, fm.len, image ? im.data : NULL, im.len, &budget, st, &d);
-  st->budget = NULL; /* the budget lives on this stack frame only */
-  symfile_close(&fm);
-  if (image)
-    symfile_close(&im);
-  if (rc != PS_E_OK) {
-    fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
-    st_free(st);
-    return 2;
-  }
+  source s;
+  int rc = source_open(&s, file, image, false);
+  if (rc)
+    return rc;
+  *st = s.st; /* the files are closed; the table is the caller's */
+  memset(&s.st, 0, sizeof s.st);
+  source_close(&s);
   return 0;
 }
 
@@ -146,7 +267,8 @@ static void lookup_usage(FILE *out) {
           "ADDRESS is an RVA (0x1a2b) or a method token and IL offset (0x06000004+6).\n"
           "With no ADDRESS, addresses are read from standard input, one per line.\n\n"
           "  --image PE   the module's PE image, for full .NET method names\n\n"
-          "Works on the file alone: no cache, no network.  A bad address gives an\n"
+          "Works on the file alone: no cache, no network.  Of a Windows PDB asked RVAs\n"
+          "only the parts the addresses need are read.  A bad address gives an\n"
           "\"invalid\" line.  Exit status: 0 answered (whatever the statuses), 2 the file\n"
           "cannot be read (one line on stderr) or usage error.\n");
 }
@@ -182,18 +304,18 @@ int cmd_lookup(int argc, char **argv) {
     return 2;
   }
   file = argv[i++];
-  symtab st;
-  int rc = load(file, image, &st);
+  source src;
+  int rc = source_open(&src, file, image, true);
   if (rc)
     return rc;
-  render_module rm;
-  render_module_init(&rm, &st);
   if (i < argc) {
-    for (; i < argc; i++)
-      answer(&rm, &st, argv[i]);
+    const symtab *tab;
+    rc = args_table(&src, argv + i, argc - i, &tab);
+    for (; !rc && i < argc; i++)
+      rc = answer(&src, argv[i], tab);
   } else {
     char line[512];
-    while (fgets(line, sizeof line, stdin)) {
+    while (!rc && fgets(line, sizeof line, stdin)) {
       size_t n = strlen(line);
       if (n && line[n - 1] != '\n' && !feof(stdin)) {
         int c;
@@ -204,12 +326,11 @@ int cmd_lookup(int argc, char **argv) {
         line[--n] = '\0';
       if (n == 0)
         continue;
-      answer(&rm, &st, line);
+      rc = answer(&src, line, NULL);
     }
   }
-  render_module_free(&rm);
-  st_free(&st);
-  return 0;
+  source_close(&src);
+  return rc;
 }
 
 int cmd_dump(int argc, char **argv) {

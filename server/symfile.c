@@ -90,3 +90,8 @@ void symfile_close(symfile *f) {
   f->data = NULL;
   f->len = 0;
 }
+
+void symfile_release_hook(symfile *f, void (**fn)(void *, const uint8_t *, size_t), void **arg) {
+  *fn = f->inflated ? NULL : filemap_release;
+  *arg = f->inflated ? NULL : &f->fm;
+}

@@ -26,5 +26,8 @@ typedef struct {
  * PS_E_CORRUPT for a broken gzip stream) and nothing is left open. */
 ps_err symfile_open(symfile *f, const char *path, uint64_t max_bytes, ps_diag *diag);
 void symfile_close(symfile *f);
+/* pdb_options.release for this file's bytes (a mapped file's pages are
+ * dropped once read; an inflated copy is kept): fill *fn and *arg. */
+void symfile_release_hook(symfile *f, void (**fn)(void *, const uint8_t *, size_t), void **arg);
 
 #endif
