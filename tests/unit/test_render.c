@@ -1,4 +1,4 @@
-/* Unit tests for server/render.c: the contract's JSON shape of answers,
+/* Unit tests for server/service/render.c: the contract's JSON shape of answers,
  * Source Link resolution, and names that are not valid UTF-8. */
 #include <jansson.h>
 
