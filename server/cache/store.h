@@ -90,6 +90,9 @@ ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const 
 
 /* ---- administration (pdbsym cache ...) ----------------------------------- */
 
+/* The SQLite library the cache runs with, e.g. "3.40.1" (static). */
+const char *store_sqlite_version(void);
+
 /* Path of the database file (owned by the store). */
 const char *store_path(const store *s);
 

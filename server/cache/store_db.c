@@ -304,6 +304,8 @@ void store_close(store *s) {
 
 const char *store_path(const store *s) { return s->path; }
 
+const char *store_sqlite_version(void) { return sqlite3_libversion(); }
+
 /* ---- reading a module back ----------------------------------------------------- */
 
 /* Records a use for LRU eviction.  Best effort: a lookup must not wait for

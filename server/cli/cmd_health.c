@@ -1,20 +1,16 @@
 /*
  * cmd_health.c - `pdbsym health`: asks a running `pdbsym serve` for
- * GET /health (the container's HEALTHCHECK uses it, so the image needs no curl).
+ * GET /health (the container's HEALTHCHECK uses it, so the image needs no
+ * curl binary), through the fetch room's plain GET.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
 #include "cli.h"
+#include "fetch.h"
 
-static size_t discard(char *p, size_t sz, size_t n, void *ud) {
-  (void)p;
-  (void)ud;
-  return sz * n;
-}
+#define HEALTH_TIMEOUT_MS 3000L
 
 int cmd_health(int argc, char **argv) {
   const char *listen = getenv("PDBSYM_LISTEN");
@@ -43,19 +39,10 @@ int cmd_health(int argc, char **argv) {
     snprintf(hostport, sizeof hostport, "%s", listen);
   char url[400];
   snprintf(url, sizeof url, "http://%s/health", hostport);
-  CURL *c = curl_easy_init();
-  if (!c)
-    return 1;
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-  CURLcode rc = curl_easy_perform(c);
   long code = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(c);
-  if (rc != CURLE_OK) {
-    fprintf(stderr, "pdbsym health: %s: %s\n", url, curl_easy_strerror(rc));
+  char err[256];
+  if (!fetch_http_get(url, HEALTH_TIMEOUT_MS, &code, NULL, 0, err, sizeof err)) {
+    fprintf(stderr, "pdbsym health: %s: %s\n", url, err);
     return 1;
   }
   if (code != 200) {

@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 
 int cmd_serve(int argc, char **argv) {
   static srv_config cfg;

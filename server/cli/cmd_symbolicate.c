@@ -153,7 +153,7 @@ int cmd_symbolicate(int argc, char **argv) {
     a.eng = eng;
     a.cfg = &set.cfg;
     const char *path = v5 ? "/symbolicate/v5" : "/symbolicate";
-    mt_route route;
+    api_route_id route;
     const char *allow;
     api_route("POST", path, &route, &allow);
     api_handle(&a, route, path, NULL, body, len, &r);

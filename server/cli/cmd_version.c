@@ -1,15 +1,15 @@
 /*
- * cmd_version.c - `pdbsym version` and `pdbsym --version`.
+ * cmd_version.c - `pdbsym version` and `pdbsym --version`.  Each library's
+ * version comes from the room that uses it.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include <curl/curl.h>
-#include <jansson.h>
-#include <microhttpd.h>
-#include <sqlite3.h>
-
 #include "cli.h"
+#include "fetch.h"
+#include "http.h"
+#include "render.h"
+#include "store.h"
 
 int cmd_version(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -24,6 +24,7 @@ int cmd_version(int argc, char **argv) {
     return 2;
   }
   printf("pdbsym %s (sqlite %s, jansson %s, libmicrohttpd %s, %s)\n", PDBSYM_VERSION,
-         sqlite3_libversion(), JANSSON_VERSION, MHD_get_version(), curl_version());
+         store_sqlite_version(), render_jansson_version(), http_mhd_version(),
+         fetch_curl_version());
   return 0;
 }

@@ -362,6 +362,54 @@ void fetch_close(fetcher *f) {
   free(f);
 }
 
+const char *fetch_curl_version(void) { return curl_version(); }
+
+/* ------------------------------------------------------ one plain request */
+
+typedef struct {
+  char *buf;
+  size_t cap, len;
+} get_sink;
+
+static size_t get_write_cb(char *data, size_t size, size_t nmemb, void *ud) {
+  get_sink *s = ud;
+  size_t n = size * nmemb;
+  if (s->buf && s->len + 1 < s->cap) {
+    size_t k = n < s->cap - 1 - s->len ? n : s->cap - 1 - s->len;
+    memcpy(s->buf + s->len, data, k);
+    s->len += k;
+    s->buf[s->len] = '\0';
+  }
+  return n;
+}
+
+bool fetch_http_get(const char *url, long timeout_ms, long *status, char *body, size_t body_cap,
+                    char *err, size_t err_cap) {
+  get_sink sink = {body_cap ? body : NULL, body_cap, 0};
+  if (sink.buf)
+    sink.buf[0] = '\0';
+  *status = 0;
+  CURL *c = curl_easy_init();
+  if (!c) {
+    snprintf(err, err_cap, "curl_easy_init failed");
+    return false;
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_write_cb);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  CURLcode rc = curl_easy_perform(c);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+  curl_easy_cleanup(c);
+  if (rc != CURLE_OK) {
+    snprintf(err, err_cap, "%s", curl_easy_strerror(rc));
+    return false;
+  }
+  return true;
+}
+
 size_t fetch_source_count(const fetcher *f) { return f ? f->nsrc : 0; }
 
 bool fetch_source_get(const fetcher *f, size_t i, fetch_source_info *out) {

@@ -62,6 +62,19 @@ fetch_status fetch_image(fetcher *f, const module_id *m, fetch_verify_fn verify,
                          char *path_out, size_t path_cap, char *source_out, size_t source_cap,
                          ps_diag *diag);
 
+/* --- one plain request (`pdbsym health`) --- */
+
+/* GETs url (http or https) once: no proxy, no redirect followed, no retry,
+ * all of it (connecting included) within timeout_ms.  true when an HTTP
+ * response came back: *status is its code and body (may be NULL) holds the
+ * first body_cap - 1 bytes of its body, NUL-terminated (the rest is read and
+ * dropped).  false when no response came: err says why (libcurl's words). */
+bool fetch_http_get(const char *url, long timeout_ms, long *status, char *body, size_t body_cap,
+                    char *err, size_t err_cap);
+
+/* libcurl's version line, e.g. "libcurl/7.88.1 OpenSSL/3.0.11 zlib/1.2.13" (static). */
+const char *fetch_curl_version(void);
+
 /* --- introspection, for tests and `pdbsym fetch -v` --- */
 
 /* The parsed sources, in probing order. */

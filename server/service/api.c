@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "render.h"
 
 /* ---- responses ------------------------------------------------------------ */
@@ -55,10 +56,24 @@ void api_error(api_response *out, unsigned status, const char *msg, const char *
 
 /* ---- routing -------------------------------------------------------------- */
 
-api_match api_route(const char *method, const char *path, mt_route *route, const char **allow) {
+static const char *const route_names[RT__COUNT] = {"/symbolicate", "/symbolicate/v5", "/modules",
+                                                   "/health",      "/ready",          "/metrics",
+                                                   "other"};
+static const char *const frame_status_names[FS__COUNT] = {
+    "ok", "missing_symbols", "unknown_address", "malformed", "fetch_error", "pending", "invalid"};
+
+const char *api_route_name(api_route_id r) {
+  return (unsigned)r < RT__COUNT ? route_names[r] : "other";
+}
+
+const char *frame_status_name(frame_status s) {
+  return (unsigned)s < FS__COUNT ? frame_status_names[s] : "invalid";
+}
+
+api_match api_route(const char *method, const char *path, api_route_id *route, const char **allow) {
   static const struct {
     const char *path;
-    mt_route route;
+    api_route_id route;
     const char *method;
   } exact[] = {
       {"/symbolicate", RT_SYMBOLICATE, "POST"},
@@ -95,11 +110,11 @@ api_match api_route(const char *method, const char *path, mt_route *route, const
   return API_BAD_METHOD;
 }
 
-bool api_route_heavy(mt_route r) {
+bool api_route_heavy(api_route_id r) {
   return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES;
 }
 
-bool api_route_has_body(mt_route r) { return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5; }
+bool api_route_has_body(api_route_id r) { return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5; }
 
 /* ---- numbers: JSON integers or "0x" hex strings ----------------------------- */
 
@@ -872,7 +887,7 @@ static void module_info(api *a, const char *path, const char *query_format, api_
 
 /* ---- the rest ---------------------------------------------------------------- */
 
-void api_handle(api *a, mt_route route, const char *path, const char *query_format,
+void api_handle(api *a, api_route_id route, const char *path, const char *query_format,
                 const char *body, size_t len, api_response *out) {
   memset(out, 0, sizeof *out);
   out->frames = out->modules = -1;

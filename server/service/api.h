@@ -19,7 +19,35 @@
 
 #include "config.h"
 #include "engine.h"
-#include "metrics.h"
+
+/* The routes (the request log and the metrics count by route). */
+typedef enum {
+  RT_SYMBOLICATE = 0,
+  RT_SYMBOLICATE_V5,
+  RT_MODULES,
+  RT_HEALTH,
+  RT_READY,
+  RT_METRICS,
+  RT_OTHER,
+  RT__COUNT
+} api_route_id;
+
+/* A frame's status in an answer (CONTRACT.md, "One answered frame"). */
+typedef enum {
+  FS_OK = 0,
+  FS_MISSING_SYMBOLS,
+  FS_UNKNOWN_ADDRESS,
+  FS_MALFORMED,
+  FS_FETCH_ERROR,
+  FS_PENDING,
+  FS_INVALID,
+  FS__COUNT
+} frame_status;
+
+/* "ok", "missing_symbols", ...; "invalid" for a value out of range. */
+const char *frame_status_name(frame_status s);
+/* "/symbolicate", "/modules", ...; "other" for a value out of range. */
+const char *api_route_name(api_route_id r);
 
 typedef struct {
   engine *eng;              /* borrowed */
@@ -42,15 +70,15 @@ typedef enum { API_MATCH_OK = 0, API_NOT_FOUND, API_BAD_METHOD } api_match;
 /* Which route a request goes to, decided from the request line alone so that
  * the HTTP layer can refuse it before reading a body.  *allow is set for
  * API_BAD_METHOD. */
-api_match api_route(const char *method, const char *path, mt_route *route, const char **allow);
+api_match api_route(const char *method, const char *path, api_route_id *route, const char **allow);
 
 /* Routes whose requests count toward max_inflight (they may wait on the engine). */
-bool api_route_heavy(mt_route r);
+bool api_route_heavy(api_route_id r);
 /* Routes that take a request body. */
-bool api_route_has_body(mt_route r);
+bool api_route_has_body(api_route_id r);
 
 /* Answers one request whose route api_route accepted. */
-void api_handle(api *a, mt_route route, const char *path, const char *query_format,
+void api_handle(api *a, api_route_id route, const char *path, const char *query_format,
                 const char *body, size_t len, api_response *out);
 
 /* A JSON error response {"error": msg, "field": field?}; field may be NULL. */

@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 
 #include "log.h"
+#include "metrics.h"
 
 struct http_server {
   struct MHD_Daemon *d;
@@ -31,7 +32,7 @@ struct http_server {
 };
 
 typedef struct {
-  mt_route route;
+  api_route_id route;
   bool heavy_counted;   /* counted in the metrics' in-flight gauge */
   bool answered;        /* a response was queued */
   bool too_large;
@@ -387,6 +388,8 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
 }
 
 unsigned http_port(const http_server *s) { return s->port; }
+
+const char *http_mhd_version(void) { return MHD_get_version(); }
 
 void http_stop(http_server *s, unsigned grace_s) {
   if (!s)

@@ -25,6 +25,9 @@ typedef struct http_server http_server;
  * failure.  a and cfg are borrowed and must outlive the server. */
 http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap);
 
+/* The libmicrohttpd version the service runs with, e.g. "0.9.75" (static). */
+const char *http_mhd_version(void);
+
 /* The port actually bound (useful with port 0). */
 unsigned http_port(const http_server *s);
 

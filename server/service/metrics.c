@@ -28,20 +28,7 @@ static _Atomic uint64_t downloads[MOD_PENDING + 1];
 static _Atomic uint64_t dl_buckets[DL_BUCKETS + 1];
 static _Atomic uint64_t dl_micros;
 
-static const char *const fs_names[FS__COUNT] = {
-    "ok", "missing_symbols", "unknown_address", "malformed", "fetch_error", "pending", "invalid"};
-static const char *const rt_names[RT__COUNT] = {"/symbolicate", "/symbolicate/v5", "/modules",
-                                                "/health",      "/ready",          "/metrics",
-                                                "other"};
-static const char *const mod_names[MOD_PENDING + 1] = {"found", "missing", "malformed",
-                                                       "fetch_error", "pending"};
-
-const char *frame_status_name(frame_status s) {
-  return (unsigned)s < FS__COUNT ? fs_names[s] : "invalid";
-}
-const char *mt_route_name(mt_route r) { return (unsigned)r < RT__COUNT ? rt_names[r] : "other"; }
-
-void mt_request_done(mt_route r, unsigned http_status, double seconds) {
+void mt_request_done(api_route_id r, unsigned http_status, double seconds) {
   if ((unsigned)r >= RT__COUNT)
     r = RT_OTHER;
   if (http_status >= MAX_CODE)
@@ -143,7 +130,7 @@ char *mt_render(const char *cache_dir) {
     for (int c = 0; c < MAX_CODE; c++) {
       uint64_t v = atomic_load(&requests[r][c]);
       if (v)
-        sb_printf(&b, "pdbsym_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", rt_names[r],
+        sb_printf(&b, "pdbsym_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", api_route_name((api_route_id)r),
                   c, (unsigned long long)v);
     }
   sb_printf(&b, "# HELP pdbsym_http_request_duration_seconds Time to answer a request.\n"
@@ -158,13 +145,13 @@ char *mt_render(const char *cache_dir) {
     for (int k = 0; k < NBUCKETS; k++) {
       acc += atomic_load(&req_buckets[r][k]);
       sb_printf(&b, "pdbsym_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                rt_names[r], req_bounds[k], (unsigned long long)acc);
+                api_route_name((api_route_id)r), req_bounds[k], (unsigned long long)acc);
     }
     sb_printf(&b, "pdbsym_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-              rt_names[r], (unsigned long long)cum);
-    sb_printf(&b, "pdbsym_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", rt_names[r],
+              api_route_name((api_route_id)r), (unsigned long long)cum);
+    sb_printf(&b, "pdbsym_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", api_route_name((api_route_id)r),
               (double)atomic_load(&req_micros[r]) / 1e6);
-    sb_printf(&b, "pdbsym_http_request_duration_seconds_count{route=\"%s\"} %llu\n", rt_names[r],
+    sb_printf(&b, "pdbsym_http_request_duration_seconds_count{route=\"%s\"} %llu\n", api_route_name((api_route_id)r),
               (unsigned long long)cum);
   }
   sb_printf(&b, "# HELP pdbsym_http_requests_in_flight Requests being processed now.\n"
@@ -174,12 +161,12 @@ char *mt_render(const char *cache_dir) {
   sb_printf(&b, "# HELP pdbsym_frames_total Frames answered, by status.\n"
                 "# TYPE pdbsym_frames_total counter\n");
   for (int s = 0; s < FS__COUNT; s++)
-    sb_printf(&b, "pdbsym_frames_total{status=\"%s\"} %llu\n", fs_names[s],
+    sb_printf(&b, "pdbsym_frames_total{status=\"%s\"} %llu\n", frame_status_name((frame_status)s),
               (unsigned long long)atomic_load(&frames[s]));
   sb_printf(&b, "# HELP pdbsym_modules_total Modules answered in requests, by status.\n"
                 "# TYPE pdbsym_modules_total counter\n");
   for (int s = 0; s <= MOD_PENDING; s++)
-    sb_printf(&b, "pdbsym_modules_total{status=\"%s\"} %llu\n", mod_names[s],
+    sb_printf(&b, "pdbsym_modules_total{status=\"%s\"} %llu\n", mod_status_name((mod_status)s),
               (unsigned long long)atomic_load(&modules[s]));
   sb_printf(&b,
             "# HELP pdbsym_cache_hits_total Modules answered at once from the cache.\n"

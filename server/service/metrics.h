@@ -7,7 +7,7 @@
  * by the engine itself, once per download job whatever the number of requests
  * waiting on it, with the job's outcome and duration (mt_download_cb is the
  * engine's on_download hook).  Cache bytes are the size of the database files
- * in cache_dir.
+ * in cache_dir.  Routes and frame statuses are the API's (api.h).
  */
 #ifndef PDBSYM_METRICS_H
 #define PDBSYM_METRICS_H
@@ -16,35 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api.h"
 #include "engine.h"
 
-typedef enum {
-  RT_SYMBOLICATE = 0,
-  RT_SYMBOLICATE_V5,
-  RT_MODULES,
-  RT_HEALTH,
-  RT_READY,
-  RT_METRICS,
-  RT_OTHER,
-  RT__COUNT
-} mt_route;
-
-/* A frame's status in an answer (CONTRACT.md, "One answered frame"). */
-typedef enum {
-  FS_OK = 0,
-  FS_MISSING_SYMBOLS,
-  FS_UNKNOWN_ADDRESS,
-  FS_MALFORMED,
-  FS_FETCH_ERROR,
-  FS_PENDING,
-  FS_INVALID,
-  FS__COUNT
-} frame_status;
-
-const char *frame_status_name(frame_status s);
-const char *mt_route_name(mt_route r);
-
-void mt_request_done(mt_route r, unsigned http_status, double seconds);
+void mt_request_done(api_route_id r, unsigned http_status, double seconds);
 void mt_frames(frame_status s, uint64_t n);
 void mt_module(mod_status s);
 void mt_inflight_add(int delta);

@@ -55,6 +55,8 @@ json_t *render_string(const char *s) {
   return j ? j : json_string("");
 }
 
+const char *render_jansson_version(void) { return JANSSON_VERSION; }
+
 json_t *render_hex(uint32_t v) {
   char buf[16];
   snprintf(buf, sizeof buf, "0x%x", v);

@@ -44,6 +44,9 @@ json_t *render_error_frame(const char *status, const char *error, int module, bo
  * untrusted files): invalid sequences become U+FFFD; NULL gives "". */
 json_t *render_string(const char *s);
 
+/* The jansson version the JSON is written with, e.g. "2.14" (static). */
+const char *render_jansson_version(void);
+
 /* "0x1a2b" */
 json_t *render_hex(uint32_t v);
 
