@@ -1,7 +1,7 @@
 /*
  * api.c - the routes of `pdbsym serve`: request JSON in, answer JSON out,
  * as CONTRACT.md ("Modules", "Frames", "One answered frame") and api.md
- * describe.  See api.h.  Symbol lists are rendered by render.h, as the CLI's.
+ * describe.  See api.h.  Frames are rendered by render.c, as the CLI's.
  *
  * POST /symbolicate, step by step:
  *   1. parse and check the body; a shape the contract does not allow is a 400
@@ -25,7 +25,7 @@
 
 #include "log.h"
 #include "metrics.h"
-#include "render.h"
+#include "render_json.h"
 
 /* ---- responses ------------------------------------------------------------ */
 
@@ -331,12 +331,6 @@ static bool parse_frame(const json_t *fr, size_t i, size_t nmodules, req_frame *
 
 /* ---- rendering an answer (the contract's symbol list) ------------------------- */
 
-static json_t *hex(uint64_t v, int width) {
-  char b[24];
-  snprintf(b, sizeof b, "0x%0*" PRIx64, width, v);
-  return json_string(b);
-}
-
 static const char *format_name(st_format f) {
   return f == ST_FORMAT_WINDOWS ? "windows" : f == ST_FORMAT_PORTABLE ? "portable" : NULL;
 }
@@ -354,7 +348,6 @@ static frame_status module_frame_status(mod_status s) {
 
 static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
                             frame_status *st_out) {
-  json_t *o = json_object();
   frame_status st;
   const char *err = NULL;
   st_answer ans;
@@ -375,27 +368,24 @@ static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
       err = fr->kind == FR_NATIVE ? "no function covers this address"
                                   : "no method with this token";
   }
-  json_object_set_new(o, "status", json_string(frame_status_name(st)));
-  json_object_set_new(o, "module", json_integer(fr->module));
-  if (fr->kind == FR_NATIVE) {
-    json_object_set_new(o, "rva", hex(fr->rva, 0));
-  } else {
-    json_object_set_new(o, "token", hex(fr->rva, 8));
-    json_object_set_new(o, "il_offset", json_integer((json_int_t)fr->il));
+  if (st == FS_OK && !m->rm_init) {
+    render_module_init(&m->rm, m->h.st);
+    m->rm_init = true;
   }
-  if (st == FS_OK) {
-    if (!m->rm_init) {
-      render_module_init(&m->rm, m->h.st);
-      m->rm_init = true;
-    }
-    json_object_set_new(o, "symbols", render_symbols(&m->rm, &ans));
-  }
-  if (err)
-    json_object_set_new(o, "error", json_string(err));
-  if (st == FS_PENDING)
-    json_object_set_new(o, "retry_after", json_integer((json_int_t)a->cfg->retry_after));
+  render_frame f = {
+      .status = frame_status_name(st),
+      .module = fr->module,
+      .has_address = true,
+      .managed = fr->kind == FR_MANAGED,
+      .rva_or_token = fr->rva,
+      .il_offset = fr->il,
+      .answer = st == FS_OK ? &ans : NULL,
+      .error = err,
+      .retry_after = st == FS_PENDING ? (long long)a->cfg->retry_after : -1,
+      .input = NULL,
+  };
   *st_out = st;
-  return o;
+  return render_frame_obj(&m->rm, &f);
 }
 
 static json_t *answer_module(const api *a, const req_module *m) {
@@ -667,7 +657,7 @@ static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const re
     m = &mods[mods[j->mod_first + (size_t)idx].same];
     json_object_set_new(o, "module", json_string(m->id.debug_file));
   }
-  json_object_set_new(o, "module_offset", r == NUM_OK ? hex(off, 0) : json_string("0x0"));
+  json_object_set_new(o, "module_offset", r == NUM_OK ? render_hex(off, 0) : json_string("0x0"));
   if (!m || r != NUM_OK || off > UINT32_MAX || m->h.status != MOD_FOUND)
     return o;
   st_answer ans;
@@ -677,7 +667,7 @@ static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const re
   const st_symbol *outer = &ans.syms[ans.nsyms - 1];
   json_object_set_new(o, "function", render_string(outer->function ? outer->function : ""));
   if (outer->has_offset)
-    json_object_set_new(o, "function_offset", hex(outer->function_offset, 0));
+    json_object_set_new(o, "function_offset", render_hex(outer->function_offset, 0));
   if (outer->file && outer->has_line)
     json_object_set_new(o, "file", render_string(outer->file));
   if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE)

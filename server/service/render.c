@@ -1,9 +1,16 @@
-#include "render.h"
+/*
+ * render.c - answers as the contract's JSON, with jansson (see render.h and
+ * internal/render_json.h).
+ */
+#include "render_json.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "module.h"
 
 /* A JSON string from bytes that may not be valid UTF-8 (names and paths come
  * from untrusted files): invalid sequences become U+FFFD instead of the field
@@ -57,16 +64,17 @@ json_t *render_string(const char *s) {
 
 const char *render_jansson_version(void) { return JANSSON_VERSION; }
 
-json_t *render_hex(uint32_t v) {
-  char buf[16];
-  snprintf(buf, sizeof buf, "0x%x", v);
+json_t *render_hex(uint64_t v, int width) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "0x%0*" PRIx64, width, v);
   return json_string(buf);
 }
 
-static json_t *render_token(uint32_t v) {
-  char buf[16];
-  snprintf(buf, sizeof buf, "0x%08x", v);
-  return json_string(buf);
+/* The object as one line of compact JSON (malloc'd), and the object freed. */
+static char *dump(json_t *o) {
+  char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  return s;
 }
 
 void render_module_init(render_module *rm, const symtab *st) {
@@ -131,7 +139,8 @@ bool render_source_link(const render_module *rm, const char *path, char *out, si
   return true;
 }
 
-json_t *render_symbols(const render_module *rm, const st_answer *a) {
+/* The "symbols" array for an answer (innermost first). */
+static json_t *render_symbols(const render_module *rm, const st_answer *a) {
   json_t *arr = json_array();
   for (int i = 0; i < a->nsyms; i++) {
     const st_symbol *s = &a->syms[i];
@@ -158,7 +167,7 @@ json_t *render_symbols(const render_module *rm, const st_answer *a) {
     if (s->hidden)
       json_object_set_new(o, "hidden", json_true());
     if (s->has_offset)
-      json_object_set_new(o, "function_offset", render_hex(s->function_offset));
+      json_object_set_new(o, "function_offset", render_hex(s->function_offset, 0));
     if (s->async_method)
       json_object_set_new(o, "async_method", render_string(s->async_method));
     json_array_append_new(arr, o);
@@ -166,45 +175,78 @@ json_t *render_symbols(const render_module *rm, const st_answer *a) {
   return arr;
 }
 
-static void set_address(json_t *o, int module, bool is_managed, uint32_t v, uint32_t il) {
-  if (module >= 0)
-    json_object_set_new(o, "module", json_integer(module));
-  if (is_managed) {
-    json_object_set_new(o, "token", render_token(v));
-    json_object_set_new(o, "il_offset", json_integer(il));
-  } else {
-    json_object_set_new(o, "rva", render_hex(v));
+json_t *render_frame_obj(const render_module *rm, const render_frame *f) {
+  json_t *o = json_object();
+  json_object_set_new(o, "status", json_string(f->status));
+  if (f->module >= 0)
+    json_object_set_new(o, "module", json_integer(f->module));
+  if (f->has_address && f->managed) {
+    json_object_set_new(o, "token", render_hex(f->rva_or_token, 8));
+    json_object_set_new(o, "il_offset", json_integer((json_int_t)f->il_offset));
+  } else if (f->has_address) {
+    json_object_set_new(o, "rva", render_hex(f->rva_or_token, 0));
   }
+  if (f->answer)
+    json_object_set_new(o, "symbols", render_symbols(rm, f->answer));
+  if (f->error)
+    json_object_set_new(o, "error", json_string(f->error));
+  if (f->retry_after >= 0)
+    json_object_set_new(o, "retry_after", json_integer(f->retry_after));
+  if (f->input)
+    json_object_set_new(o, "address", json_string(f->input));
+  return o;
 }
 
-json_t *render_frame(const render_module *rm, const st_answer *a, int module, bool is_managed,
-                     uint32_t rva_or_token, uint32_t il_offset) {
-  json_t *o = json_object();
-  if (a->status == ST_OK) {
-    json_object_set_new(o, "status", json_string("ok"));
-    set_address(o, module, is_managed, rva_or_token, il_offset);
-    json_object_set_new(o, "symbols", render_symbols(rm, a));
-  } else {
-    char msg[96];
+char *render_frame_json(const render_module *rm, const render_frame *f) {
+  return dump(render_frame_obj(rm, f));
+}
+
+json_t *render_answer_obj(const render_module *rm, const st_answer *a, int module,
+                          bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
+  char msg[96];
+  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL};
+  if (a->status != ST_OK) {
     if (is_managed)
       snprintf(msg, sizeof msg, "no method 0x%08x in this module", rva_or_token);
     else
       snprintf(msg, sizeof msg, "no function covers rva 0x%x", rva_or_token);
-    json_object_set_new(o, "status", json_string("unknown_address"));
-    set_address(o, module, is_managed, rva_or_token, il_offset);
-    json_object_set_new(o, "error", json_string(msg));
+    f.status = "unknown_address";
+    f.answer = NULL;
+    f.error = msg;
   }
-  return o;
+  return render_frame_obj(rm, &f);
 }
 
-json_t *render_error_frame(const char *status, const char *error, int module, bool has_address,
-                           bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
+char *render_answer_json(const render_module *rm, const st_answer *a, int module, bool is_managed,
+                         uint32_t rva_or_token, uint32_t il_offset) {
+  return dump(render_answer_obj(rm, a, module, is_managed, rva_or_token, il_offset));
+}
+
+char *render_symtab_json(const symtab *st, const char *file) {
+  char id[48];
+  uint32_t age = st->ident.format == ST_FORMAT_PORTABLE ? 0 : st->ident.age;
+  module_debug_id(st->ident.guid, age, id);
   json_t *o = json_object();
-  json_object_set_new(o, "status", json_string(status));
-  if (has_address)
-    set_address(o, module, is_managed, rva_or_token, il_offset);
-  else if (module >= 0)
-    json_object_set_new(o, "module", json_integer(module));
-  json_object_set_new(o, "error", render_string(error ? error : status));
-  return o;
+  json_object_set_new(o, "file", json_string(file));
+  json_object_set_new(o, "format", json_string(st->ident.format == ST_FORMAT_PORTABLE ? "portable"
+                                               : st->ident.format == ST_FORMAT_WINDOWS ? "windows"
+                                                                                        : "unknown"));
+  json_object_set_new(o, "debug_id", json_string(id));
+  if (st->ident.format == ST_FORMAT_WINDOWS) {
+    json_object_set_new(o, "pdb_age", json_integer(st->ident.pdb_age));
+    json_object_set_new(o, "machine", render_hex(st->ident.machine, 0));
+  } else {
+    json_object_set_new(o, "stamp", render_hex(st->ident.stamp, 0));
+  }
+  json_object_set_new(o, "managed", json_boolean(st->ident.managed));
+  json_object_set_new(o, "functions", json_integer((json_int_t)st->nfuncs));
+  json_object_set_new(o, "lines", json_integer((json_int_t)st->nlines));
+  json_object_set_new(o, "inline_sites", json_integer((json_int_t)st->ninlines));
+  json_object_set_new(o, "inline_ranges", json_integer((json_int_t)st->niranges));
+  json_object_set_new(o, "publics", json_integer((json_int_t)st->npublics));
+  json_object_set_new(o, "methods", json_integer((json_int_t)st->nmethods));
+  json_object_set_new(o, "sequence_points", json_integer((json_int_t)st->nseqpts));
+  json_object_set_new(o, "source_link", json_boolean(st->source_link != 0));
+  json_object_set_new(o, "memory_bytes", json_integer((json_int_t)st_memory_size(st)));
+  return dump(o);
 }

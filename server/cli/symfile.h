@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "filemap.h"
+#include "symtab.h"
 
 typedef struct {
   const uint8_t *data; /* the bytes to parse: the map, or the inflated copy */
@@ -26,5 +27,13 @@ typedef struct {
  * PS_E_CORRUPT for a broken gzip stream) and nothing is left open. */
 ps_err symfile_open(symfile *f, const char *path, uint64_t max_bytes, ps_diag *diag);
 void symfile_close(symfile *f);
+
+/* `pdbsym lookup` and `dump`: the symbol table of file (a Windows PDB, a
+ * Portable PDB or a PE with an embedded Portable PDB, NAME.gz inflated),
+ * finished, into st (the caller st_free's it); image, if not NULL, is the
+ * module's PE image for full .NET method names.  Each file at most 4 GiB.
+ * Returns 0, or 2 after one line on stderr saying which file and why (st is
+ * then freed). */
+int symfile_load(const char *file, const char *image, symtab *st);
 
 #endif

@@ -4,12 +4,16 @@
 #include "symfile.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <zlib.h>
 
+#include "loader.h"
+
 #define SYMFILE_MAX_INFLATED ((uint64_t)4 << 30)
+#define SYMFILE_MAX_FILE ((uint64_t)4 << 30) /* symfile_load: each file */
 
 static int ends_with_gz(const char *path) {
   size_t n = strlen(path);
@@ -89,4 +93,36 @@ void symfile_close(symfile *f) {
   filemap_close(&f->fm);
   f->data = NULL;
   f->len = 0;
+}
+
+int symfile_load(const char *file, const char *image, symtab *st) {
+  symfile fm, im;
+  ps_diag d;
+  ps_diag_clear(&d);
+  char msg[512];
+  if (symfile_open(&fm, file, SYMFILE_MAX_FILE, &d) != PS_E_OK) {
+    fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
+    return 2;
+  }
+  memset(&im, 0, sizeof im);
+  if (image && symfile_open(&im, image, SYMFILE_MAX_FILE, &d) != PS_E_OK) {
+    fprintf(stderr, "pdbsym: cannot read image %s: %s\n", image,
+            ps_diag_format(&d, msg, sizeof msg));
+    symfile_close(&fm);
+    return 2;
+  }
+  ps_budget budget;
+  ps_budget_init(&budget, PS_DEFAULT_BUDGET);
+  st_init(st, &budget);
+  ps_err rc = loader_read(fm.data, fm.len, image ? im.data : NULL, im.len, &budget, st, &d);
+  st->budget = NULL; /* the budget lives on this stack frame only */
+  symfile_close(&fm);
+  if (image)
+    symfile_close(&im);
+  if (rc != PS_E_OK) {
+    fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
+    st_free(st);
+    return 2;
+  }
+  return 0;
 }
