@@ -1,6 +1,8 @@
 /*
- * store.h - the SQLite line-table cache (the only file that includes
- * sqlite3.h is store.c).
+ * store.h - the SQLite line-table cache: the one public header of
+ * server/cache/, the only room that includes sqlite3.h (the build refuses it
+ * anywhere else; docs/architecture.md).  The room's files: store_db.c,
+ * store_hot.c, store_codec.c, store_admin.c (see internal/store_int.h).
  *
  * Modules are stored as line tables (the rows of a symtab) under a cache key
  * (module_cache_key: "<debug_file lowercase>/<GUID><age>" or ".../<GUID>FFFFFFFF").

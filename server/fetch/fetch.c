@@ -1,8 +1,9 @@
 /*
  * fetch.c - the symbol-server client: sources, keys, probing, downloads.
  *
- * The only file that includes curl.h.  See fetch.h for the interface and
- * docs/fetch.md for the symbol-path syntax and the probing order.
+ * server/fetch/ is the only room that includes curl/curl.h.  See fetch.h
+ * for the interface and docs/fetch.md for the symbol-path syntax and the
+ * probing order.
  *
  * One fetch_pdb call:
  *

@@ -1,6 +1,7 @@
 /*
- * fetch.h - the symbol-server client (the only file that includes curl.h is
- * fetch.c).
+ * fetch.h - the symbol-server client: the public header of server/fetch/,
+ * the only room that includes curl/curl.h (the build refuses it anywhere
+ * else; docs/architecture.md).
  *
  * Sources are an ordered list parsed from an _NT_SYMBOL_PATH-style string
  * ("srv*https://host/path;srv*CACHE*https://other;/local/symstore").  A PDB is

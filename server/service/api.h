@@ -1,8 +1,9 @@
 /*
  * api.h - the routes of `pdbsym serve` without the HTTP plumbing: a request
  * (method, path, body) in, a response (status, JSON body, headers) out.
- * http.c owns the sockets, limits on the wire and the request id; this file
- * owns the JSON in and out (jansson) and the calls into the engine.
+ * http.c owns the sockets, limits on the wire and the request id; api.c
+ * owns the JSON in and out (jansson, inside server/service/ only: this
+ * header names no jansson type) and the calls into the engine.
  *
  *   POST /symbolicate                        frames in, answered frames out
  *   GET  /modules/{debug_file}/{debug_id}    what the cache knows of a module

@@ -1,6 +1,8 @@
 /*
- * http.h - the HTTP server of `pdbsym serve` (the only files that include
- * microhttpd.h are http.c and cmd_serve.c's callers through this header).
+ * http.h - the HTTP server of `pdbsym serve`.  http.c is the only file of
+ * server/service/ (the only room that may) that includes microhttpd.h;
+ * cmd_serve.c uses the server through this header, which names no
+ * libmicrohttpd type.
  *
  * Thread model: libmicrohttpd with one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION).  A request may block in the engine while a
