@@ -187,16 +187,6 @@ bool st_add_seqpt(symtab *st, const st_seqpt *sp) {
   return PUSH(st, seqpts, nseqpts, cseqpts, *sp);
 }
 
-bool st_set_method_name(symtab *st, uint32_t token, uint32_t name) {
-  for (size_t i = 0; i < st->nmethods; i++) {
-    if (st->methods[i].token == token) {
-      st->methods[i].name = name;
-      return true;
-    }
-  }
-  return st_add_method(st, token, name, 0);
-}
-
 /* ---- stable sort (merge sort with one scratch buffer) ------------------ */
 
 typedef int (*cmp_fn)(const void *, const void *);

@@ -156,8 +156,6 @@ bool st_add_irange(symtab *st, uint32_t inl, uint32_t rva, uint32_t size, uint32
 bool st_add_public(symtab *st, uint32_t rva, uint32_t name, uint32_t mangled);
 bool st_add_method(symtab *st, uint32_t token, uint32_t name, uint32_t kickoff);
 bool st_add_seqpt(symtab *st, const st_seqpt *sp);
-/* Sets or replaces a method's name (adds the method if absent). */
-bool st_set_method_name(symtab *st, uint32_t token, uint32_t name);
 
 /* Sorts and finishes the table; returns PS_E_OK or the builder's error. */
 ps_err st_finish(symtab *st);
