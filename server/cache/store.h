@@ -95,6 +95,10 @@ ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const 
 /* The SQLite library the cache runs with, e.g. "3.40.1" (static). */
 const char *store_sqlite_version(void);
 
+/* Bytes on disk of the cache database in dir and its journal files
+ * (pdbsym.sqlite, -wal, -journal), read without opening it. */
+uint64_t store_files_bytes(const char *dir);
+
 /* Path of the database file (owned by the store). */
 const char *store_path(const store *s);
 

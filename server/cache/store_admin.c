@@ -7,6 +7,19 @@
 
 #include <inttypes.h>
 
+uint64_t store_files_bytes(const char *dir) {
+  static const char *const names[] = {"pdbsym.sqlite", "pdbsym.sqlite-wal", "pdbsym.sqlite-journal"};
+  uint64_t total = 0;
+  for (size_t i = 0; dir && i < sizeof names / sizeof names[0]; i++) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+      total += (uint64_t)sb.st_size;
+  }
+  return total;
+}
+
 ps_err store_get_stats(store *s, store_stats *out) {
   memset(out, 0, sizeof *out);
   sqlite3 *db = store__conn_get(s);

@@ -443,13 +443,11 @@ int cmd_cache(int argc, char **argv) {
   settings_init(&set, argc, argv);
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
-    int used = settings_flag(&set, argc, argv, i);
+    int used = settings_flag(&set, argc, argv, &i);
     if (used < 0)
       return 2;
-    if (used > 0) {
-      i += used - 1;
+    if (used > 0)
       continue;
-    }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(help ? help : USAGE, stdout);
       return 0;

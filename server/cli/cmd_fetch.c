@@ -17,10 +17,7 @@
 
 #include "cli.h"
 #include "fetch.h"
-#include "filemap.h"
-#include "loader.h"
 #include "module.h"
-#include "pe.h"
 #include "settings.h"
 
 static void fetch_usage(FILE *out) {
@@ -47,56 +44,6 @@ static bool accept_any(void *ctx, const char *path, ps_diag *diag) {
   (void)path;
   (void)diag;
   return true;
-}
-
-/* The downloaded file must be the module asked for: a PDB whose GUID and age
- * (DBI or info-stream age; for a Portable PDB its id's GUID) match, or an
- * image whose TimeDateStamp and SizeOfImage match the code id. */
-typedef struct {
-  const module_id *m;
-  st_format fmt;
-  bool code;
-} verify_ctx;
-
-static bool verify_file(void *vctx, const char *path, ps_diag *diag) {
-  verify_ctx *c = vctx;
-  filemap fm;
-  if (filemap_open(&fm, path, 0, diag) != PS_E_OK)
-    return false;
-  bool ok = false;
-  if (c->code) {
-    pe_info info;
-    if (pe_parse(fm.data, fm.len, &info, diag) == PS_E_OK) {
-      ok = info.timestamp == c->m->code_timestamp && info.size_of_image == c->m->code_size;
-      if (!ok)
-        ps_diag_set(diag, PS_E_MISMATCH, "PE identity", (size_t)-1,
-                    "the served image is %08X%X, not the requested %08X%X", info.timestamp,
-                    info.size_of_image, c->m->code_timestamp, c->m->code_size);
-    }
-  } else {
-    symtab st;
-    ps_budget budget;
-    ps_budget_init(&budget, PS_DEFAULT_BUDGET);
-    st_init(&st, &budget);
-    if (loader_read(fm.data, fm.len, NULL, 0, &budget, &st, diag) == PS_E_OK) {
-      const st_ident *id = &st.ident;
-      bool fmt_ok = c->fmt == ST_FORMAT_UNKNOWN || c->fmt == id->format;
-      ok = fmt_ok && memcmp(id->guid, c->m->guid, 16) == 0 &&
-           (id->format == ST_FORMAT_PORTABLE || id->age == c->m->age || id->pdb_age == c->m->age);
-      if (!ok) {
-        char want[48], got[48];
-        module_debug_id(c->m->guid, c->m->age, want);
-        module_debug_id(id->guid, id->format == ST_FORMAT_PORTABLE ? 0 : id->age, got);
-        ps_diag_set(diag, PS_E_MISMATCH, "PDB identity", (size_t)-1,
-                    "the served file is %s (%s), not the requested %s", got,
-                    id->format == ST_FORMAT_PORTABLE ? "portable" : "windows", want);
-      }
-    }
-    st.budget = NULL;
-    st_free(&st);
-  }
-  filemap_close(&fm);
-  return ok;
 }
 
 static bool parse_num(const char *s, long long *out) {
@@ -248,8 +195,9 @@ int cmd_fetch(int argc, char **argv) {
                 si.http ? "http  " : "folder", si.base, si.nheaders);
     }
   char path[1100], source[2048];
-  verify_ctx vc = {&m, fmt, code};
-  fetch_verify_fn check = verify ? verify_file : accept_any;
+  /* the file must be the module asked for (fetch_verify_identity) */
+  fetch_identity vc = {.m = &m, .fmt = fmt, .image = code};
+  fetch_verify_fn check = verify ? fetch_verify_identity : accept_any;
   void *cctx = verify ? (void *)&vc : NULL;
   fetch_status st =
       code ? fetch_image(f, &m, check, cctx, path, sizeof path, source, sizeof source, &d)

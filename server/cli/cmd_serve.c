@@ -17,6 +17,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "settings.h"
 
 int cmd_serve(int argc, char **argv) {
   static srv_config cfg;
@@ -48,14 +49,7 @@ int cmd_serve(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   engine_config ec;
-  memset(&ec, 0, sizeof ec);
-  ec.cache_dir = cfg.cache_dir;
-  ec.symbol_path = cfg.symbol_path[0] ? cfg.symbol_path : NULL;
-  ec.cache_max_bytes = cfg.cache_max_bytes;
-  ec.mem_max_bytes = cfg.mem_max_bytes;
-  ec.max_pdb_bytes = cfg.max_pdb_bytes;
-  ec.max_parallel_downloads = (int)cfg.max_parallel_downloads;
-  ec.offline = cfg.offline;
+  settings_engine_config_from(&cfg, &ec);
   ec.on_download = mt_download_cb;
   engine *eng = NULL;
   ps_diag diag;

@@ -75,13 +75,11 @@ int cmd_symbolicate(int argc, char **argv) {
   const char *file = NULL;
   bool v5 = false, pretty = false;
   for (int i = 1; i < argc; i++) {
-    int used = settings_flag(&set, argc, argv, i);
+    int used = settings_flag(&set, argc, argv, &i);
     if (used < 0)
       return 2;
-    if (used > 0) {
-      i += used - 1;
+    if (used > 0)
       continue;
-    }
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       symbolicate_usage(stdout);
       return 0;

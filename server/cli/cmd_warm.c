@@ -37,6 +37,7 @@
 
 #include "cli.h"
 #include "engine.h"
+#include "fetch.h"
 #include "filemap.h"
 #include "loader.h"
 #include "log.h"
@@ -281,11 +282,6 @@ static int walk(task_list *l, const char *path, int depth) {
   return rc;
 }
 
-static bool ends_with(const char *s, const char *tail) {
-  size_t a = strlen(s), b = strlen(tail);
-  return a >= b && !strcmp(s + a - b, tail);
-}
-
 /* Looks at every walked file once, without parsing symbols: PE images add the
  * PDBs their CodeView entries name to *resolve (once each) and are kept in
  * *images; PE images with an embedded Portable PDB, PDB files and .gz files
@@ -297,7 +293,7 @@ static void scan(task_list *files, task_list *resolve, key_set *wanted, image_li
     ps_diag d;
     ps_diag_clear(&d);
     bool stay = false;
-    if (ends_with(t->path, ".gz")) {
+    if (symfile_gzipped(t->path)) {
       stay = true;
     } else if (filemap_open(&fm, t->path, 0, &d) == PS_E_OK) {
       load_kind kind = loader_sniff(fm.data, fm.len);
@@ -480,7 +476,7 @@ static void ingest_file(warm_state *w, const char *path) {
   if (kind != LOAD_PE) {
     char name[MODULE_NAME_MAX + 1];
     snprintf(name, sizeof name, "%s", path);
-    if (ends_with(name, ".gz"))
+    if (symfile_gzipped(name))
       name[strlen(name) - 3] = '\0';
     module_parse_file_name(name, m.debug_file, sizeof m.debug_file, &why);
     memcpy(m.guid, st.ident.guid, 16);
@@ -707,13 +703,11 @@ int cmd_warm(int argc, char **argv) {
   settings_init(&cfg, argc, argv);
   int bad = 0;
   for (int i = 1; i < argc; i++) {
-    int used = settings_flag(&cfg, argc, argv, i);
+    int used = settings_flag(&cfg, argc, argv, &i);
     if (used < 0)
       return 2;
-    if (used > 0) {
-      i += used - 1;
+    if (used > 0)
       continue;
-    }
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       warm_usage(stdout);
@@ -774,7 +768,7 @@ int cmd_warm(int argc, char **argv) {
   bool have_img_dir = resolves.n && image_store(&images, img_dir, sizeof img_dir);
   char *path_with_images = NULL;
   if (have_img_dir) {
-    const char *rest = ec.symbol_path ? ec.symbol_path : "srv*https://msdl.microsoft.com/download/symbols";
+    const char *rest = ec.symbol_path ? ec.symbol_path : "srv*" FETCH_DEFAULT_SERVER;
     size_t n = strlen(img_dir) + strlen(rest) + 2;
     path_with_images = malloc(n);
     if (path_with_images) {

@@ -84,8 +84,8 @@ static bool set_str(char *dst, size_t cap, const char *flag, const char *val) {
   return true;
 }
 
-int settings_flag(settings *s, int argc, char **argv, int i) {
-  const char *a = argv[i];
+int settings_flag(settings *s, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
   const char *val = NULL;
   static const char *const with_value[] = {"--cache-dir", "--symbol-path", "--cache-max-bytes",
                                            "--config"};
@@ -96,8 +96,8 @@ int settings_flag(settings *s, int argc, char **argv, int i) {
     int used = 1;
     if (a[n] == '=') {
       val = a + n + 1;
-    } else if (i + 1 < argc) {
-      val = argv[i + 1];
+    } else if (*i + 1 < argc) {
+      val = argv[*i + 1];
       used = 2;
     } else {
       fprintf(stderr, "pdbsym: %s needs a value\n", with_value[k]);
@@ -117,7 +117,8 @@ int settings_flag(settings *s, int argc, char **argv, int i) {
     if (!ok)
       return -1;
     sync(s);
-    return used;
+    *i += used - 1;
+    return 1;
   }
   if (!strcmp(a, "--offline")) {
     s->cfg.offline = true;
@@ -137,13 +138,17 @@ const char *settings_help(void) {
          "                      lists (env PDBSYM_CONFIG)\n";
 }
 
-void settings_engine_config(const settings *s, engine_config *ec) {
+void settings_engine_config_from(const srv_config *cfg, engine_config *ec) {
   memset(ec, 0, sizeof *ec);
-  ec->cache_dir = s->cache_dir;
-  ec->symbol_path = s->symbol_path;
-  ec->cache_max_bytes = s->cfg.cache_max_bytes; /* 0: the cache's default, as serve */
-  ec->mem_max_bytes = s->cfg.mem_max_bytes;
-  ec->max_pdb_bytes = s->cfg.max_pdb_bytes;
-  ec->max_parallel_downloads = (int)s->cfg.max_parallel_downloads;
-  ec->offline = s->offline;
+  ec->cache_dir = cfg->cache_dir;
+  ec->symbol_path = cfg->symbol_path[0] ? cfg->symbol_path : NULL;
+  ec->cache_max_bytes = cfg->cache_max_bytes; /* 0: the cache's default */
+  ec->mem_max_bytes = cfg->mem_max_bytes;
+  ec->max_pdb_bytes = cfg->max_pdb_bytes;
+  ec->max_parallel_downloads = (int)cfg->max_parallel_downloads;
+  ec->offline = cfg->offline;
+}
+
+void settings_engine_config(const settings *s, engine_config *ec) {
+  settings_engine_config_from(&s->cfg, ec);
 }

@@ -37,15 +37,19 @@ void settings_init(settings *s, int argc, char **argv);
 /* settings_init without arguments (PDBSYM_CONFIG still applies). */
 void settings_defaults(settings *s);
 
-/* Tries argv[i] (and its value) as a shared flag.  Returns the number of
- * arguments used (0 when argv[i] is not a shared flag), or -1 after printing
- * an error. */
-int settings_flag(settings *s, int argc, char **argv, int i);
+/* Tries argv[*i] (and its value) as a shared flag.  Returns 1 when it was
+ * one (*i then indexes its last argument, so the caller's loop goes on with
+ * the next), 0 when argv[*i] is not a shared flag, or -1 after printing an
+ * error. */
+int settings_flag(settings *s, int argc, char **argv, int *i);
 
 /* Help text for the shared flags. */
 const char *settings_help(void);
 
+/* The engine's settings, as every command and `pdbsym serve` pass them:
+ * from s, or from a config serve loaded itself (on_download left NULL). */
 void settings_engine_config(const settings *s, engine_config *ec);
+void settings_engine_config_from(const srv_config *cfg, engine_config *ec);
 
 /* Parses "1000", "64K", "512M", "2G" (binary units).  false on junk/overflow. */
 bool settings_parse_bytes(const char *s, uint64_t *out);

@@ -15,7 +15,7 @@
 #define SYMFILE_MAX_INFLATED ((uint64_t)4 << 30)
 #define SYMFILE_MAX_FILE ((uint64_t)4 << 30) /* symfile_load: each file */
 
-static int ends_with_gz(const char *path) {
+bool symfile_gzipped(const char *path) {
   size_t n = strlen(path);
   return n > 3 && !strcmp(path + n - 3, ".gz");
 }
@@ -27,7 +27,7 @@ ps_err symfile_open(symfile *f, const char *path, uint64_t max_bytes, ps_diag *d
     return rc;
   f->data = f->fm.data;
   f->len = f->fm.len;
-  if (!ends_with_gz(path))
+  if (!symfile_gzipped(path))
     return PS_E_OK;
   uint64_t cap_total = max_bytes ? max_bytes : SYMFILE_MAX_INFLATED;
   z_stream z;

@@ -8,6 +8,7 @@
 #ifndef PDBSYM_SYMFILE_H
 #define PDBSYM_SYMFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,10 @@ typedef struct {
   filemap fm;
   uint8_t *inflated; /* malloc'd, or NULL */
 } symfile;
+
+/* true when path names a gzip'ed file (it ends in ".gz"), which
+ * symfile_open inflates. */
+bool symfile_gzipped(const char *path);
 
 /* max_bytes caps the file and the inflated size (0: no cap on the file,
  * 4 GiB inflated).  On failure diag says why (PS_E_IO, PS_E_LIMIT,

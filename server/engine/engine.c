@@ -5,9 +5,9 @@
  *     -> store_get(key) for each format to try     HIT: answer from memory/SQLite
  *     -> otherwise join (or start) the module's job and wait until the deadline
  *   job thread (detached; at most max_parallel_downloads fetch at once)
- *     -> fetch_pdb per format; the verify callback parses the download fully
- *        (loader_read) and checks GUID and age, so a wrong file is refused and
- *        the next source tried; the parsed table is kept
+ *     -> fetch_pdb per format; the verify callback (fetch_verify_identity)
+ *        parses the download fully and checks GUID and age, so a wrong file is
+ *        refused and the next source tried; the parsed table is kept
  *     -> fetch_image when the module names a PE (full .NET method names)
  *     -> store_put (one transaction), or a negative entry
  *   Waiters that time out get MOD_PENDING; the job goes on and the retry is
@@ -200,91 +200,27 @@ void engine_close(engine *e) {
 
 /* ---- the worker ---------------------------------------------------------- */
 
+/* The image step of a managed module: the image must be the one the module
+ * names (fetch_verify_identity), then its method names go into the table
+ * the PDB gave. */
 typedef struct {
-  engine *e;
-  const module_id *m;
-  st_format fmt;
-  bool want_image;  /* verifying an image rather than a PDB */
-  symtab *st;       /* the accepted, parsed table */
-  bool malformed;
-  char error[256];
-} verify_ctx;
+  fetch_identity id;
+  symtab *st;
+} image_ctx;
 
-static bool ident_matches(const module_id *m, st_format fmt, const st_ident *id) {
-  if (memcmp(id->guid, m->guid, 16) != 0)
+static bool verify_image(void *vctx, const char *path, ps_diag *diag) {
+  image_ctx *c = vctx;
+  if (!fetch_verify_identity(&c->id, path, diag))
     return false;
-  if (fmt == ST_FORMAT_PORTABLE)
-    return id->format == ST_FORMAT_PORTABLE;
-  return id->format == ST_FORMAT_WINDOWS && (id->age == m->age || id->pdb_age == m->age);
-}
-
-static bool verify_pdb(void *vctx, const char *path, ps_diag *diag) {
-  verify_ctx *c = vctx;
   filemap fm;
-  ps_err rc = filemap_open(&fm, path, c->e->cfg.max_pdb_bytes, diag);
-  if (rc != PS_E_OK)
+  if (filemap_open(&fm, path, c->id.max_bytes, diag) != PS_E_OK)
     return false;
-  symtab *st = calloc(1, sizeof *st);
-  if (!st) {
-    filemap_close(&fm);
-    return false;
-  }
-  ps_budget budget;
-  ps_budget_init(&budget, PS_DEFAULT_BUDGET);
-  st_init(st, &budget);
   ps_diag d;
   ps_diag_clear(&d);
-  rc = loader_read(fm.data, fm.len, NULL, 0, &budget, st, &d);
-  st->budget = NULL;
+  pe_method_names(fm.data, fm.len, NULL, c->st, &d);
+  st_finish(c->st);
   filemap_close(&fm);
-  if (rc != PS_E_OK) {
-    char msg[256];
-    c->malformed = true;
-    snprintf(c->error, sizeof c->error, "%s", ps_diag_format(&d, msg, sizeof msg));
-    ps_diag_set(diag, rc, d.where, d.offset, "%s", d.detail);
-    st_free(st);
-    free(st);
-    return false;
-  }
-  if (!ident_matches(c->m, c->fmt, &st->ident)) {
-    char want[48], got[48];
-    module_debug_id(c->m->guid, c->m->age, want);
-    module_debug_id(st->ident.guid, st->ident.age, got);
-    ps_diag_set(diag, PS_E_MISMATCH, "PDB identity", (size_t)-1,
-                "the server's file is %s, not the requested %s", got, want);
-    st_free(st);
-    free(st);
-    return false;
-  }
-  if (c->st) {
-    st_free(c->st);
-    free(c->st);
-  }
-  c->st = st;
   return true;
-}
-
-/* Image verification: only checks that it is a PE with the requested stamp
- * and size, then adds the method names to the table. */
-static bool verify_image(void *vctx, const char *path, ps_diag *diag) {
-  verify_ctx *c = vctx;
-  filemap fm;
-  if (filemap_open(&fm, path, c->e->cfg.max_pdb_bytes, diag) != PS_E_OK)
-    return false;
-  pe_info info;
-  bool ok = pe_parse(fm.data, fm.len, &info, diag) == PS_E_OK &&
-            info.timestamp == c->m->code_timestamp && info.size_of_image == c->m->code_size;
-  if (ok) {
-    ps_diag d;
-    ps_diag_clear(&d);
-    pe_method_names(fm.data, fm.len, NULL, c->st, &d);
-    st_finish(c->st);
-  } else if (diag->code == PS_E_OK) {
-    ps_diag_set(diag, PS_E_MISMATCH, "PE identity", (size_t)-1,
-                "the image's timestamp or size differ from the code_id");
-  }
-  filemap_close(&fm);
-  return ok;
 }
 
 static void slot_acquire(engine *e) {
@@ -335,14 +271,14 @@ static void run_job(job *j) {
   char err[256] = "";
   mod_status status = MOD_MISSING;
   for (int i = 0; i < nf && status != MOD_FOUND; i++) {
-    verify_ctx c = {e, m, fmts[i], false, NULL, false, ""};
+    fetch_identity c = {.m = m, .fmt = fmts[i], .max_bytes = e->cfg.max_pdb_bytes, .keep = true};
     char path[1024], source[256] = "";
     ps_diag d;
     ps_diag_clear(&d);
     fetch_status fs = FETCH_NOT_FOUND;
     if (e->fetch) {
       slot_acquire(e);
-      fs = fetch_pdb(e->fetch, m, fmts[i], verify_pdb, &c, path, sizeof path, source,
+      fs = fetch_pdb(e->fetch, m, fmts[i], fetch_verify_identity, &c, path, sizeof path, source,
                      sizeof source, &d);
       slot_release(e);
     }
@@ -352,8 +288,9 @@ static void run_job(job *j) {
         char ipath[1024], isrc[256];
         ps_diag id;
         ps_diag_clear(&id);
+        image_ctx ic = {{.m = m, .image = true, .max_bytes = e->cfg.max_pdb_bytes}, c.st};
         slot_acquire(e);
-        if (fetch_image(e->fetch, m, verify_image, &c, ipath, sizeof ipath, isrc, sizeof isrc,
+        if (fetch_image(e->fetch, m, verify_image, &ic, ipath, sizeof ipath, isrc, sizeof isrc,
                         &id) == FETCH_FOUND)
           unlink(ipath);
         slot_release(e);
@@ -596,6 +533,8 @@ void engine_release(engine *e, mod_handle *h) {
 }
 
 bool engine_ready(engine *e) { return e && e->store != NULL; }
+
+uint64_t engine_cache_bytes(engine *e) { return e ? store_files_bytes(e->cache_dir) : 0; }
 
 bool engine_cached(engine *e, const module_id *m, st_format fmt) {
   module_id copy = *m;

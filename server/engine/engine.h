@@ -61,6 +61,10 @@ void engine_drain(engine *e);
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
 void engine_release(engine *e, mod_handle *h);
 
+/* Bytes of the cache's database files on disk (store_files_bytes); 0 for
+ * e NULL. */
+uint64_t engine_cache_bytes(engine *e);
+
 /* true once the cache is open and its migrations applied */
 bool engine_ready(engine *e);
 

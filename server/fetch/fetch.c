@@ -36,7 +36,6 @@
 
 #include "cab.h"
 
-#define FETCH_DEFAULT_SERVER "https://msdl.microsoft.com/download/symbols"
 #define FETCH_USER_AGENT "pdbsym/" PDBSYM_VERSION
 #define FETCH_PTR_MAX 4096 /* a file.ptr larger than this is not one */
 #define FETCH_MAX_SOURCES 32

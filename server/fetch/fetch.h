@@ -27,6 +27,10 @@
 
 typedef struct fetcher fetcher;
 
+/* Microsoft's public symbol server: the source of an empty symbol path, and
+ * the upstream of an empty srv* element. */
+#define FETCH_DEFAULT_SERVER "https://msdl.microsoft.com/download/symbols"
+
 typedef struct {
   const char *symbol_path;       /* NULL: Microsoft's public symbol server */
   const char *tmp_dir;           /* where downloads land before hand-over */
@@ -47,6 +51,25 @@ typedef enum { FETCH_FOUND = 0, FETCH_NOT_FOUND, FETCH_ERROR } fetch_status;
 /* Called with the downloaded, decompressed file before it is accepted;
  * returns true to accept.  ctx is the caller's. */
 typedef bool (*fetch_verify_fn)(void *ctx, const char *path, ps_diag *diag);
+
+/* The identity check (fetch_verify.c), the verify step every caller uses:
+ * with ctx a fetch_identity, a PDB is accepted when it parses whole and
+ * carries m's GUID and age (the DBI or the info stream's age; a Portable PDB:
+ * its GUID) in format fmt (ST_FORMAT_UNKNOWN: either); an image (image true)
+ * when it is a PE with m's TimeDateStamp and SizeOfImage.  A refusal sets
+ * diag: PS_E_MISMATCH naming both identities, or the parser's error. */
+typedef struct {
+  const module_id *m;
+  st_format fmt;
+  bool image;
+  uint64_t max_bytes;  /* cap on the file (0: none) */
+  bool keep;           /* PDB: keep the accepted file's table in st */
+  symtab *st;          /* out, with keep: the accepted table, finished (malloc'd; the
+                        * caller st_free's and frees it; a later accepted file replaces it) */
+  bool malformed;      /* out: a file offered could not be parsed at all */
+  char error[256];     /* out, with malformed: why */
+} fetch_identity;
+bool fetch_verify_identity(void *ctx, const char *path, ps_diag *diag);
 
 ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag);
 void fetch_close(fetcher *f);

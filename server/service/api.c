@@ -202,6 +202,14 @@ static bool fail(req_error *e, const char *field, const char *msg, const char *d
   return false;
 }
 
+/* A file name from a JSON string (module.h's rules); a NUL inside the string
+ * is refused too (why is then NULL: reason() names it). */
+static bool parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1], const char **why) {
+  *why = NULL;
+  return strlen(json_string_value(s)) == json_string_length(s) &&
+         module_parse_file_name(json_string_value(s), out, MODULE_NAME_MAX + 1, why);
+}
+
 static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *err) {
   char f[96];
   const char *why = NULL;
@@ -214,9 +222,7 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
   snprintf(f, sizeof f, "modules[%zu].debug_file", i);
   if (!json_is_string(df))
     return fail(err, f, "debug_file must be a string", NULL);
-  if (strlen(json_string_value(df)) != json_string_length(df) ||
-      !module_parse_file_name(json_string_value(df), out->id.debug_file,
-                              sizeof out->id.debug_file, &why))
+  if (!parse_name(df, out->id.debug_file, &why))
     return fail(err, f, "invalid debug_file: ", reason(why));
   const json_t *di = json_object_get(m, "debug_id");
   snprintf(f, sizeof f, "modules[%zu].debug_id", i);
@@ -240,9 +246,7 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
   if (cf && !json_is_null(cf)) {
     if (!json_is_string(cf))
       return fail(err, f, "code_file must be a string", NULL);
-    if (strlen(json_string_value(cf)) != json_string_length(cf) ||
-        !module_parse_file_name(json_string_value(cf), out->id.code_file,
-                                sizeof out->id.code_file, &why))
+    if (!parse_name(cf, out->id.code_file, &why))
       return fail(err, f, "invalid code_file: ", reason(why));
   }
   const json_t *ci = json_object_get(m, "code_id");
@@ -613,9 +617,7 @@ static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t 
     req_module *m = &mods[(*nmods)++];
     memset(m, 0, sizeof *m);
     const char *why = NULL;
-    if (strlen(json_string_value(name)) != json_string_length(name) ||
-        !module_parse_file_name(json_string_value(name), m->id.debug_file,
-                                sizeof m->id.debug_file, &why))
+    if (!parse_name(name, m->id.debug_file, &why))
       return fail(err, f, "invalid debug_file: ", reason(why));
     if (!module_parse_debug_id(json_string_value(id), m->id.guid, &m->id.age, &why))
       return fail(err, f, "invalid breakpad_id: ", reason(why));
@@ -907,7 +909,7 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
     return;
   }
   case RT_METRICS: {
-    out->body = mt_render(a->cfg->cache_dir);
+    out->body = mt_render(engine_cache_bytes(a->eng));
     if (!out->body) {
       api_error(out, 500, "out of memory", NULL);
       return;

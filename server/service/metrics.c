@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define MAX_CODE 600
 #define NBUCKETS 10
@@ -72,20 +71,6 @@ void mt_download(mod_status outcome, double seconds) {
   atomic_fetch_add(&dl_micros, (uint64_t)(seconds * 1e6));
 }
 
-/* Bytes of the cache database and its journal files. */
-static uint64_t cache_file_bytes(const char *dir) {
-  static const char *const names[] = {"pdbsym.sqlite", "pdbsym.sqlite-wal", "pdbsym.sqlite-journal"};
-  uint64_t total = 0;
-  for (size_t i = 0; dir && i < sizeof names / sizeof names[0]; i++) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    struct stat sb;
-    if (stat(path, &sb) == 0)
-      total += (uint64_t)sb.st_size;
-  }
-  return total;
-}
-
 typedef struct {
   char *buf;
   size_t n, cap;
@@ -119,7 +104,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   }
 }
 
-char *mt_render(const char *cache_dir) {
+char *mt_render(uint64_t cache_bytes) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (!b.buf)
     return NULL;
@@ -180,7 +165,7 @@ char *mt_render(const char *cache_dir) {
             "pdbsym_cache_bytes %llu\n",
             (unsigned long long)atomic_load(&cache_hits),
             (unsigned long long)atomic_load(&cache_misses),
-            (unsigned long long)cache_file_bytes(cache_dir));
+            (unsigned long long)cache_bytes);
   sb_printf(&b, "# HELP pdbsym_downloads_total Module download jobs settled, by outcome (one per module, however many requests waited).\n"
                 "# TYPE pdbsym_downloads_total counter\n");
   static const char *const outcomes[MOD_PENDING] = {"found", "missing", "malformed", "error"};

@@ -6,8 +6,8 @@
  * at once from the cache is a hit, any other a miss.  Downloads are counted
  * by the engine itself, once per download job whatever the number of requests
  * waiting on it, with the job's outcome and duration (mt_download_cb is the
- * engine's on_download hook).  Cache bytes are the size of the database files
- * in cache_dir.  Routes and frame statuses are the API's (api.h).
+ * engine's on_download hook).  Cache bytes are the size of the cache's
+ * database files, as the engine reports them.  Routes and frame statuses are the API's (api.h).
  */
 #ifndef PDBSYM_METRICS_H
 #define PDBSYM_METRICS_H
@@ -29,7 +29,8 @@ void mt_download(mod_status outcome, double seconds);
 /* The same, in the shape of engine_config.on_download. */
 void mt_download_cb(int outcome, double seconds);
 
-/* The exposition text.  Caller frees; NULL when out of memory. */
-char *mt_render(const char *cache_dir);
+/* The exposition text; cache_bytes is the cache's size on disk
+ * (engine_cache_bytes).  Caller frees; NULL when out of memory. */
+char *mt_render(uint64_t cache_bytes);
 
 #endif
