@@ -343,8 +343,8 @@ TEST(native_lookups_match_llvm_symbolizer) {
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, r->cols[0]);
     snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
     size_t pe_len = 0, pdb_len = 0;
-    uint8_t *pe = slurp(pe_path, &pe_len);
-    uint8_t *pdb = slurp(pdb_path, &pdb_len);
+    uint8_t *pe = cu_read_raw(pe_path, &pe_len);
+    uint8_t *pdb = cu_read_raw(pdb_path, &pdb_len);
     range code[16];
     int ncode = pe ? pe_code(pe, pe_len, code, 16) : 0;
     char pdb_name[512];

@@ -96,12 +96,9 @@ static void walk_other(const char *dir) {
       continue;
     }
     size_t len;
-    FILE *f = fopen(path, "rb"); /* raw bytes: no transparent gunzip here */
-    if (!f)
+    uint8_t *data = cu_read_raw(path, &len); /* raw bytes: no transparent gunzip here */
+    if (!data)
       continue;
-    uint8_t *data = malloc(sb.st_size ? (size_t)sb.st_size : 1);
-    len = fread(data, 1, (size_t)sb.st_size, f);
-    fclose(f);
     symtab st;
     st_init(&st, NULL);
     ps_diag d;
