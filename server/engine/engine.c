@@ -27,7 +27,6 @@
 
 #include "fetch.h"
 #include "filemap.h"
-#include "loader.h"
 #include "pe.h"
 #include "store.h"
 
