@@ -1509,6 +1509,29 @@ static ps_err read_contribs(pdb_ctx *c, const uint8_t *p, size_t len, size_t ori
   return PS_E_OK;
 }
 
+/* Each module has a stream of its own (microsoft-pdb's dbi.cpp creates one
+ * per module): modules that share one would read it again and again, so a
+ * file a fraction of a megabyte long could fill the table many times over. */
+static ps_err check_module_streams(pdb_ctx *c) {
+  ps_err e = PS_E_OK;
+  size_t nbytes = c->msf.num_streams / 8 + 1;
+  uint8_t *seen = ps_alloc_array(c->budget, nbytes, 1, &e);
+  if (!seen)
+    return ps_diag_set(c->diag, e, "DBI module info", (size_t)-1, "%u streams",
+                       c->msf.num_streams);
+  for (size_t i = 0; i < c->nmods && e == PS_E_OK; i++) {
+    uint16_t sn = c->mods[i].sn;
+    if (sn == 0xFFFF || sn >= c->msf.num_streams)
+      continue; /* no symbols, or a missing stream read_module reports */
+    if (seen[sn / 8] & (1u << (sn % 8)))
+      e = ps_diag_set(c->diag, PS_E_CORRUPT, "DBI module info", c->mods[i].at,
+                      "module %zu uses stream %u, which an earlier module uses", i, sn);
+    seen[sn / 8] = (uint8_t)(seen[sn / 8] | (1u << (sn % 8)));
+  }
+  free_arr(c, seen, nbytes, 1);
+  return e;
+}
+
 static ps_err read_dbi(pdb_ctx *c) {
   msf_stream_t s;
   ps_err e = msf_stream(&c->msf, 3, &s, c->diag);
@@ -1611,6 +1634,8 @@ static ps_err read_dbi(pdb_ctx *c) {
     }
     c->mods[c->nmods++] = mi;
   }
+  if (e == PS_E_OK)
+    e = check_module_streams(c);
   for (size_t i = 0; e == PS_E_OK && i < c->nmods; i++) {
     const struct modinfo *mi = &c->mods[i];
     c->cur_mod = (uint32_t)i;
@@ -1636,6 +1661,9 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   c->st = st;
   c->diag = diag;
   c->budget = budget;
+  /* a PDB's symbols take about its size in memory: a file that asks for
+   * more than its allowance is refused (reader.h) */
+  size_t cap = ps_budget_limit(budget, ps_input_allowance(len));
   st->ident.format = ST_FORMAT_WINDOWS;
   ps_err e = msf_open(&c->msf, data, len, budget, diag);
   uint32_t names_sn = MSF_NIL_STREAM;
@@ -1671,5 +1699,6 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   msf_stream_free(&c->msf, &c->tpi);
   msf_close(&c->msf);
   free(c);
+  ps_budget_restore(budget, cap);
   return e;
 }
