@@ -49,12 +49,12 @@ extern const size_t store_nmigrations;
 /* The BLOBs hold symtab.h's records exactly as in memory.  If one of these
  * sizes changes, the on-disk layout changed: bump STORE_LAYOUT (old modules
  * are then treated as absent and replaced on the next ingest). */
-#define STORE_LAYOUT 1
+#define STORE_LAYOUT 2 /* 2: st_public gained its size */
 _Static_assert(sizeof(st_func) == 24, "st_func layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_line) == 16, "st_line layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_inline) == 20, "st_inline layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_irange) == 20, "st_irange layout changed: bump STORE_LAYOUT");
-_Static_assert(sizeof(st_public) == 12, "st_public layout changed: bump STORE_LAYOUT");
+_Static_assert(sizeof(st_public) == 16, "st_public layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_method) == 20, "st_method layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_seqpt) == 24, "st_seqpt layout changed: bump STORE_LAYOUT");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
