@@ -406,7 +406,8 @@ TEST(public_fallbacks_match_llvm19) {
       if (secs[k].exec)
         bytes += secs[k].size;
     size_t step = bytes > cap ? bytes / cap + 1 : 1;
-    uint32_t *all = malloc(sizeof *all * (bytes / step + 4 * (size_t)nsec + 2));
+    size_t nslots = bytes / step + 4 * (size_t)(nsec > 0 && nsec <= 32 ? nsec : 0) + 2;
+    uint32_t *all = malloc(sizeof *all * nslots);
     size_t na = 0;
     for (int k = 0; all && k < nsec; k++) {
       if (!secs[k].exec)
