@@ -16,7 +16,7 @@ _Static_assert(sizeof(st_func) == 24, "st_func layout changed: bump STORE_LAYOUT
 _Static_assert(sizeof(st_line) == 16, "st_line layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_inline) == 20, "st_inline layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_irange) == 20, "st_irange layout changed: bump STORE_LAYOUT");
-_Static_assert(sizeof(st_public) == 12, "st_public layout changed: bump STORE_LAYOUT");
+_Static_assert(sizeof(st_public) == 16, "st_public layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_method) == 20, "st_method layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_seqpt) == 24, "st_seqpt layout changed: bump STORE_LAYOUT");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

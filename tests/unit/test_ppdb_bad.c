@@ -62,7 +62,7 @@ static ps_err run_all(const uint8_t *data, size_t len) {
     uint8_t *pdb = NULL;
     size_t pdb_len = 0;
     ps_diag_clear(&d);
-    ps_err ee = pe_embedded_pdb(data, len, (size_t)16 << 20, &pdb, &pdb_len, &d);
+    ps_err ee = pe_embedded_pdb(data, len, (size_t)16 << 20, NULL, &pdb, &pdb_len, &d);
     diag_ok(ee, &d);
     st_init(&st, &b);
     if (ee == PS_E_OK) {
