@@ -64,7 +64,7 @@ TEST(crafted_files_are_refused_within_their_allowance) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", src_dir(), CRAFTED[i].path);
     size_t len = 0;
-    uint8_t *data = slurp(path, &len);
+    uint8_t *data = cu_read_raw(path, &len);
     CHECK(data != NULL);
     if (!data)
       continue;
@@ -107,7 +107,7 @@ static void real_files(const char *dir, const char *const *suffixes, int *nread,
     if (!want || strncmp(e->d_name, "crafted-", 8) == 0)
       continue;
     size_t len = 0;
-    uint8_t *data = slurp(path, &len);
+    uint8_t *data = cu_read_raw(path, &len);
     if (!data)
       continue;
     outcome o = read_with_budget(data, len, PS_DEFAULT_BUDGET);
@@ -151,7 +151,7 @@ TEST(embedded_pdb_is_charged_to_the_budget) {
   char path[4200];
   snprintf(path, sizeof path, "%s/tests/fuzz/corpus/pe/synthetic.dll.bin", src_dir());
   size_t len = 0;
-  uint8_t *data = slurp(path, &len);
+  uint8_t *data = cu_read_raw(path, &len);
   CHECK(data != NULL);
   if (!data)
     return;

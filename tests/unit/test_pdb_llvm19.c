@@ -380,8 +380,8 @@ TEST(public_fallbacks_match_llvm19) {
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, r->cols[0]);
     snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
     size_t pe_len = 0, pdb_len = 0;
-    uint8_t *pe = slurp(pe_path, &pe_len);
-    uint8_t *pdb = slurp(pdb_path, &pdb_len);
+    uint8_t *pe = cu_read_raw(pe_path, &pe_len);
+    uint8_t *pdb = cu_read_raw(pdb_path, &pdb_len);
     section secs[32];
     int nsec = pe ? pe_sections(pe, pe_len, secs, 32) : 0;
     symtab st;
@@ -762,7 +762,7 @@ TEST(hidden_lines_match_llvm19) {
       pe_rel[strcspn(pe_rel, ", ;")] = '\0';
       snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
       size_t pe_len = 0, pdb_len = 0;
-      uint8_t *pe = slurp(pe_path, &pe_len), *pdb = slurp(pdb_path, &pdb_len);
+      uint8_t *pe = cu_read_raw(pe_path, &pe_len), *pdb = cu_read_raw(pdb_path, &pdb_len);
       staged sg;
       if (pe && pdb && stage(&sg, pe_rel, pe, pe_len, pdb, pdb_len)) {
         char **lines = calloc(nq, sizeof *lines);
