@@ -122,6 +122,13 @@ typedef struct {
   /* sections: virtual addresses, 1-based section numbers */
   uint32_t *sect_va;
   uint32_t nsect;
+  /* the image's sections (after OMAP, the relinked ones), sorted by start:
+   * what bounds a public and tells code from data */
+  struct img_sect {
+    uint32_t start, end;
+    bool code;
+  } *isect;
+  size_t nisect, cisect;
   omap_entry *omap;
   size_t nomap;
   uint32_t *img_starts; /* sorted image rvas where an OMAP piece starts */
@@ -875,19 +882,9 @@ static ps_err read_lines(pdb_ctx *c, ps_reader *r) {
       }
       if (!native_ok)
         continue;
-      /* 0xF00F00 marks compiler-generated code that debuggers step through
-       * (as 0xFEEFEE does for managed code): DIA, and so Breakpad, skip such
-       * entries and the entry before covers the bytes */
-      if (line == 0xF00F00u)
-        continue;
-      /* a line covers up to the next entry, the last one up to the block end */
-      uint32_t next = cb;
-      for (uint32_t j = i + 1; j < n; j++) {
-        if ((ld32(ent + (size_t)j * 8 + 4) & 0xffffffu) != 0xF00F00u) {
-          next = ld32(ent + (size_t)j * 8);
-          break;
-        }
-      }
+      /* a line covers up to the next entry, the last one up to the block end;
+       * 0xFEEFEE and 0xF00F00 entries cover their own bytes too (pdb.h) */
+      uint32_t next = i + 1 < n ? ld32(ent + (size_t)(i + 1) * 8) : cb;
       if (next <= o)
         continue; /* an empty range: the next entry at the same offset wins */
       line_arg a = {line, file};
@@ -1405,6 +1402,60 @@ static void read_names(pdb_ctx *c, uint32_t sn) {
   c->names_len = blen;
 }
 
+static int cmp_img_sect(const void *a, const void *b) {
+  const struct img_sect *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The image's section headers (PE/COFF IMAGE_SECTION_HEADER: VirtualSize at
+ * 8, VirtualAddress at 12, SizeOfRawData at 16, Characteristics at 36).
+ * Without them publics keep no section bound (and data publics are dropped). */
+static ps_err read_image_sections(pdb_ctx *c, uint16_t sn) {
+  msf_stream_t s;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (sn == 0xFFFF || msf_stream(&c->msf, sn, &s, &d) != PS_E_OK)
+    return PS_E_OK;
+  size_t n = s.len / SECTION_HEADER_SIZE;
+  ps_err e = PS_E_OK;
+  c->isect = ps_alloc_array(c->budget, n ? n : 1, sizeof *c->isect, &e);
+  c->cisect = n ? n : 1;
+  if (!c->isect) {
+    msf_stream_free(&c->msf, &s);
+    return ps_diag_set(c->diag, e, "section headers", (size_t)-1, "%zu sections", n);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *h = s.data + i * SECTION_HEADER_SIZE;
+    uint32_t vsize = ld32(h + 8), va = ld32(h + 12), raw = ld32(h + 16), ch = ld32(h + 36);
+    uint64_t end = (uint64_t)va + (vsize ? vsize : raw);
+    if (end <= va)
+      continue;
+    struct img_sect *k = &c->isect[c->nisect++];
+    k->start = va;
+    k->end = end > UINT32_MAX ? UINT32_MAX : (uint32_t)end;
+    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE */
+    k->code = (ch & 0x20u) || (ch & 0x20000000u);
+  }
+  msf_stream_free(&c->msf, &s);
+  qsort(c->isect, c->nisect, sizeof *c->isect, cmp_img_sect);
+  return PS_E_OK;
+}
+
+/* the image section holding rva, or NULL */
+static const struct img_sect *image_section(const pdb_ctx *c, uint32_t rva) {
+  size_t lo = 0, hi = c->nisect;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c->isect[mid].start <= rva)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0 || rva >= c->isect[lo - 1].end)
+    return NULL;
+  return &c->isect[lo - 1];
+}
+
 static ps_err read_sections(pdb_ctx *c, const uint16_t *dbg, size_t ndbg) {
   uint32_t hdr_sn = MSF_NIL_STREAM;
   bool has_omap = ndbg > DBG_OMAP_FROM_SRC && msf_has_stream(&c->msf, dbg[DBG_OMAP_FROM_SRC]);
@@ -1481,7 +1532,7 @@ static ps_err read_sections(pdb_ctx *c, const uint16_t *dbg, size_t ndbg) {
       return ps_diag_set(c->diag, PS_E_CORRUPT, "OMAP from-src", (size_t)-1,
                          "entries are not sorted by source address");
   }
-  return PS_E_OK;
+  return read_image_sections(c, ndbg > DBG_SECTION_HDR ? dbg[DBG_SECTION_HDR] : 0xFFFF);
 }
 
 static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
@@ -1493,6 +1544,7 @@ static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
     return e;
   size_t pos = 0;
   char und[NAME_CAP];
+  bool x86 = c->st->ident.machine == 0x014C; /* IMAGE_FILE_MACHINE_I386 */
   while (pos + 4 <= s.len) {
     uint16_t rl = ld16(s.data + pos);
     uint16_t kind = ld16(s.data + pos + 2);
@@ -1507,20 +1559,27 @@ static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
       continue;
     uint32_t flags = ld32(p), off = ld32(p + 4);
     uint16_t seg = ld16(p + 8);
-    if (!(flags & 3u)) /* CVPSF_CODE | CVPSF_FUNCTION: data publics are no fallback names */
-      continue;
     size_t nl;
     const char *nm = rec_name(p + 10, n - 10, kind == S_PUB32_ST, &nl);
     uint32_t src, rva;
     if (!nm || !nl || !sect_rva(c, seg, off, &src) || !omap_map(c, src, &rva))
       continue;
+    /* code publics name code no procedure covers: those flagged
+     * CVPSF_CODE | CVPSF_FUNCTION, and the unflagged labels of assembly in
+     * an executable section (MASM's publics carry no flags; DIA calls them
+     * code, LLVM takes any public of the section) */
+    const struct img_sect *sec = image_section(c, rva);
+    if (!(flags & 3u) && !(sec && sec->code))
+      continue;
+    if (!sec && c->nisect)
+      continue; /* outside every section of the image */
     if (c->pub_filter && !c->pub_filter(c->pub_arg, rva))
       continue; /* lazy reading: a public no asked address looks at */
     uint32_t mangled = st_str(c->st, nm, nl);
     uint32_t name = mangled;
-    if (undname_short(nm, nl, und, sizeof und))
+    if (undname_public(nm, nl, x86, und, sizeof und))
       name = st_cstr(c->st, und);
-    if (!st_add_public(c->st, rva, name, mangled))
+    if (!st_add_public_bounded(c->st, rva, sec ? sec->end - rva : 0, name, mangled))
       return ps_diag_set(c->diag, c->st->err, "symtab", (size_t)-1, "adding a public");
   }
   return PS_E_OK;
@@ -1576,6 +1635,29 @@ static ps_err read_contribs(pdb_ctx *c, const uint8_t *p, size_t len, size_t ori
   if (c->terr)
     qsort(c->terr, c->nterr, sizeof *c->terr, cmp_terr);
   return PS_E_OK;
+}
+
+/* Each module has a stream of its own (microsoft-pdb's dbi.cpp creates one
+ * per module): modules that share one would read it again and again, so a
+ * file a fraction of a megabyte long could fill the table many times over. */
+static ps_err check_module_streams(pdb_ctx *c) {
+  ps_err e = PS_E_OK;
+  size_t nbytes = c->msf.num_streams / 8 + 1;
+  uint8_t *seen = ps_alloc_array(c->budget, nbytes, 1, &e);
+  if (!seen)
+    return ps_diag_set(c->diag, e, "DBI module info", (size_t)-1, "%u streams",
+                       c->msf.num_streams);
+  for (size_t i = 0; i < c->nmods && e == PS_E_OK; i++) {
+    uint16_t sn = c->mods[i].sn;
+    if (sn == 0xFFFF || sn >= c->msf.num_streams)
+      continue; /* no symbols, or a missing stream read_module reports */
+    if (seen[sn / 8] & (1u << (sn % 8)))
+      e = ps_diag_set(c->diag, PS_E_CORRUPT, "DBI module info", c->mods[i].at,
+                      "module %zu uses stream %u, which an earlier module uses", i, sn);
+    seen[sn / 8] = (uint8_t)(seen[sn / 8] | (1u << (sn % 8)));
+  }
+  free_arr(c, seen, nbytes, 1);
+  return e;
 }
 
 static ps_err read_dbi(pdb_ctx *c) {
@@ -1669,6 +1751,8 @@ static ps_err read_dbi(pdb_ctx *c) {
     }
     c->mods[c->nmods++] = mi;
   }
+  if (e == PS_E_OK)
+    e = check_module_streams(c);
   c->symrec = symrec;
   c->dbi = s; /* module names point into it; released with the context */
   return e;
@@ -1734,6 +1818,9 @@ ps_err pdb_read_with(const uint8_t *data, size_t len, ps_budget *budget, const p
   c->diag = diag;
   c->budget = budget;
   c->opts = opts;
+  /* a PDB's symbols take about its size in memory: a file that asks for
+   * more than its allowance is refused (reader.h) */
+  size_t cap = ps_budget_limit(budget, ps_input_allowance(len));
   ps_err e = pdb_begin(c, data, len);
   for (size_t i = 0; e == PS_E_OK && i < c->nmods; i++)
     e = read_module_at(c, i);
@@ -1744,6 +1831,7 @@ ps_err pdb_read_with(const uint8_t *data, size_t len, ps_budget *budget, const p
   if (e == PS_E_OK)
     e = finish_table(c);
   ctx_free(c);
+  ps_budget_restore(budget, cap);
   return e;
 }
 
@@ -1753,6 +1841,7 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
 
 static void ctx_free(pdb_ctx *c) {
   free_arr(c, c->sect_va, c->nsect, sizeof *c->sect_va);
+  free_arr(c, c->isect, c->cisect, sizeof *c->isect);
   free_arr(c, c->omap, c->nomap, sizeof *c->omap);
   if (c->contribs)
     free(c->contribs);
@@ -1789,12 +1878,14 @@ static void ctx_free(pdb_ctx *c) {
  * consults, for an address A:
  *   - the function containing A, its inline ranges and the line covering A:
  *     each lies in the territory of the module owning A, which is read;
- *   - when no function contains A: the last public at or before A (all the
- *     publics at that RVA are kept, in stream order, so the same one is
- *     last), whether a function starts between it and A (held by the owners
- *     of the territories in between, read then) and the line covering A (as
- *     above).  The first public after A is kept too, so a fallback that also
- *     bounds a public by the next one still sees it.
+ *   - when no function contains A: the last public P at or before A (all
+ *     the publics at that RVA are kept, in stream order, so the same one is
+ *     last) and its size, which st_finish bounds by the next public (the
+ *     first one after A: kept too), the end of P's image section and the
+ *     first function at or after P; then the line covering A and, for a
+ *     hidden line, the lines from P to P's end.  Every function and line
+ *     from P up to the next public or the section's end, whichever comes
+ *     first, lies in the territories there, whose owners are read.
  * lazy_prepare reads exactly those; in_territories checks each module read
  * against the rule.  A module that owns no contribution at all has no
  * territory and is always read: lld puts the import thunks in "Import:DLL"
@@ -1827,6 +1918,7 @@ struct pdb_lazy {
   bool full_fixed;      /* full for a property of the file */
   unsigned builds;
   uint64_t mod_bytes;   /* bytes of all module streams */
+  size_t cap;           /* the budget's cap before pdb_open, given back by pdb_close */
   symtab st;
 };
 
@@ -2121,9 +2213,15 @@ static ps_err lazy_prepare(pdb_lazy *z, const uint32_t *rvas, size_t n, ps_diag 
     if (k < z->npubs && !set_add(z->budget, &z->pub_want, z->pubs[k], &e))
       break;
     if (k > 0) {
-      if (!set_add(z->budget, &z->pub_want, z->pubs[k - 1], &e))
+      uint32_t p = z->pubs[k - 1];
+      if (!set_add(z->budget, &z->pub_want, p, &e))
         break;
-      want_owners(z, z->pubs[k - 1], rvas[i]);
+      /* P's end can be no further than the next public or its section's end */
+      uint64_t end = k < z->npubs ? z->pubs[k] : (uint64_t)UINT32_MAX + 1;
+      const struct img_sect *sec = image_section(z->c, p);
+      if (sec && sec->end < end)
+        end = sec->end;
+      want_owners(z, p, end > rvas[i] ? (uint32_t)(end - 1) : rvas[i]);
     }
   }
   if (e != PS_E_OK)
@@ -2145,6 +2243,8 @@ ps_err pdb_open(const uint8_t *data, size_t len, ps_budget *budget, const pdb_op
   }
   z->c = c;
   z->budget = budget;
+  /* the allowance of pdb_read (reader.h), for the index's life */
+  z->cap = ps_budget_limit(budget, ps_input_allowance(len));
   if (opts)
     z->opts = *opts;
   symtab hdr; /* receives the identity */
@@ -2205,6 +2305,7 @@ void pdb_close(pdb_lazy *z) {
     ps_budget_release(z->budget, z->cpubs * sizeof *z->pubs);
   free(z->pubs);
   ctx_free(z->c);
+  ps_budget_restore(z->budget, z->cap);
   free(z);
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus_util.h"
 #include "pdb.h"
 #include "symtab.h"
 
@@ -31,32 +32,6 @@ static inline const char *corpus_dir(void) {
   return buf;
 }
 
-/* whole file, malloc'ed; NULL if unreadable */
-static inline uint8_t *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
-  for (;;) {
-    if (!buf) {
-      fclose(f);
-      return NULL;
-    }
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap)
-      break;
-    cap *= 2;
-    uint8_t *nb = realloc(buf, cap);
-    if (!nb)
-      free(buf);
-    buf = nb;
-  }
-  fclose(f);
-  *len = n;
-  return buf;
-}
-
 typedef struct {
   char *cols[16];
   int ncols;
@@ -69,7 +44,7 @@ static inline int manifest_rows(const char *dir, char **text, manifest_row **row
   char path[4200];
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
   size_t len = 0;
-  uint8_t *t = slurp(path, &len);
+  uint8_t *t = cu_read_raw(path, &len);
   if (!t)
     return 0;
   char *s = realloc(t, len + 1);
@@ -114,7 +89,7 @@ static inline int manifest_rows(const char *dir, char **text, manifest_row **row
  * diagnostic text goes to msg. */
 static inline ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, char *msg, size_t cap) {
   size_t len = 0;
-  uint8_t *data = slurp(path, &len);
+  uint8_t *data = cu_read_raw(path, &len);
   if (!data) {
     snprintf(msg, cap, "cannot read %.300s", path);
     return PS_E_IO;
@@ -127,38 +102,6 @@ static inline ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, c
   ps_diag_format(&d, msg, cap);
   free(data);
   return e;
-}
-
-/* ---- PE: executable sections ------------------------------------------ */
-
-typedef struct {
-  uint32_t va, size;
-} pe_range;
-
-/* The IMAGE_SCN_MEM_EXECUTE sections of a PE image (at most max); 0 when d
- * is not a PE image. */
-static inline int pe_code(const uint8_t *d, size_t n, pe_range *out, int max) {
-  if (n < 0x40 || d[0] != 'M' || d[1] != 'Z')
-    return 0;
-  uint32_t pe = (uint32_t)d[0x3c] | (uint32_t)d[0x3d] << 8 | (uint32_t)d[0x3e] << 16 |
-                (uint32_t)d[0x3f] << 24;
-  if ((size_t)pe + 24 > n)
-    return 0;
-  unsigned nsec = d[pe + 6] | d[pe + 7] << 8, optsz = d[pe + 20] | d[pe + 21] << 8;
-  size_t sec = pe + 24u + optsz;
-  int k = 0;
-  for (unsigned i = 0; i < nsec && k < max && sec + 40 * (i + 1) <= n; i++) {
-    const uint8_t *s = d + sec + 40 * i;
-    uint32_t vsz = (uint32_t)s[8] | (uint32_t)s[9] << 8 | (uint32_t)s[10] << 16 | (uint32_t)s[11] << 24;
-    uint32_t va = (uint32_t)s[12] | (uint32_t)s[13] << 8 | (uint32_t)s[14] << 16 | (uint32_t)s[15] << 24;
-    uint32_t ch = (uint32_t)s[36] | (uint32_t)s[37] << 8 | (uint32_t)s[38] << 16 | (uint32_t)s[39] << 24;
-    if (ch & 0x20000000u) { /* IMAGE_SCN_MEM_EXECUTE */
-      out[k].va = va;
-      out[k].size = vsz;
-      k++;
-    }
-  }
-  return k;
 }
 
 static inline void guid_str(const uint8_t *g, char *out) {

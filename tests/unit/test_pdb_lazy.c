@@ -28,6 +28,36 @@
 
 static const char *g_corpus;
 
+typedef struct {
+  uint32_t va, size;
+} pe_range;
+
+/* The IMAGE_SCN_MEM_EXECUTE sections of a PE image (at most max); 0 when d
+ * is not a PE image. */
+static int pe_code(const uint8_t *d, size_t n, pe_range *out, int max) {
+  if (n < 0x40 || d[0] != 'M' || d[1] != 'Z')
+    return 0;
+  uint32_t pe = (uint32_t)d[0x3c] | (uint32_t)d[0x3d] << 8 | (uint32_t)d[0x3e] << 16 |
+                (uint32_t)d[0x3f] << 24;
+  if ((size_t)pe + 24 > n)
+    return 0;
+  unsigned nsec = d[pe + 6] | d[pe + 7] << 8, optsz = d[pe + 20] | d[pe + 21] << 8;
+  size_t sec = pe + 24u + optsz;
+  int k = 0;
+  for (unsigned i = 0; i < nsec && k < max && sec + 40 * (i + 1) <= n; i++) {
+    const uint8_t *s = d + sec + 40 * i;
+    uint32_t vsz = (uint32_t)s[8] | (uint32_t)s[9] << 8 | (uint32_t)s[10] << 16 | (uint32_t)s[11] << 24;
+    uint32_t va = (uint32_t)s[12] | (uint32_t)s[13] << 8 | (uint32_t)s[14] << 16 | (uint32_t)s[15] << 24;
+    uint32_t ch = (uint32_t)s[36] | (uint32_t)s[37] << 8 | (uint32_t)s[38] << 16 | (uint32_t)s[39] << 24;
+    if (ch & 0x20000000u) { /* IMAGE_SCN_MEM_EXECUTE */
+      out[k].va = va;
+      out[k].size = vsz;
+      k++;
+    }
+  }
+  return k;
+}
+
 static bool str_eq(const char *a, const char *b) {
   return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
@@ -279,7 +309,7 @@ TEST(lazy_equals_whole_on_corpus) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", g_corpus, row->cols[0]);
     size_t len = 0;
-    uint8_t *data = slurp(path, &len);
+    uint8_t *data = cu_read_raw(path, &len);
     if (!data)
       continue;
     /* the paired image's code bytes, spread as test_pdb_llvm spreads them */
@@ -291,7 +321,7 @@ TEST(lazy_equals_whole_on_corpus) {
       pe_rel[strcspn(pe_rel, ", ;")] = '\0';
       snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
       size_t pe_len = 0;
-      uint8_t *pe = slurp(pe_path, &pe_len);
+      uint8_t *pe = cu_read_raw(pe_path, &pe_len);
       pe_range code[16];
       int ncode = pe ? pe_code(pe, pe_len, code, 16) : 0;
       size_t bytes = 0;
@@ -550,7 +580,7 @@ TEST(lazy_survives_truncated_and_bitflipped_pdbs) {
     rvas[n++] = 0xFFFFFFFFu;
     st_free(&st);
     size_t len = 0;
-    uint8_t *data = slurp(path, &len);
+    uint8_t *data = cu_read_raw(path, &len);
     uint8_t *copy = data ? malloc(len) : NULL;
     for (int k = 1; copy && k < 30; k++, variants++)
       survive(data, len / 30 * (size_t)k, rvas, n, &opened);

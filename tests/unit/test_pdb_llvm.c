@@ -25,7 +25,35 @@
 
 static const char *g_corpus;
 
-/* ---- PE: the RSDS file name (executable sections: pdb_corpus.h) ------ */
+/* ---- PE: executable sections and the RSDS file name ------------------- */
+
+typedef struct {
+  uint32_t va, size;
+} range;
+
+static int pe_code(const uint8_t *d, size_t n, range *out, int max) {
+  if (n < 0x40 || d[0] != 'M' || d[1] != 'Z')
+    return 0;
+  uint32_t pe = (uint32_t)d[0x3c] | (uint32_t)d[0x3d] << 8 | (uint32_t)d[0x3e] << 16 |
+                (uint32_t)d[0x3f] << 24;
+  if ((size_t)pe + 24 > n)
+    return 0;
+  unsigned nsec = d[pe + 6] | d[pe + 7] << 8, optsz = d[pe + 20] | d[pe + 21] << 8;
+  size_t sec = pe + 24u + optsz;
+  int k = 0;
+  for (unsigned i = 0; i < nsec && k < max && sec + 40 * (i + 1) <= n; i++) {
+    const uint8_t *s = d + sec + 40 * i;
+    uint32_t vsz = (uint32_t)s[8] | (uint32_t)s[9] << 8 | (uint32_t)s[10] << 16 | (uint32_t)s[11] << 24;
+    uint32_t va = (uint32_t)s[12] | (uint32_t)s[13] << 8 | (uint32_t)s[14] << 16 | (uint32_t)s[15] << 24;
+    uint32_t ch = (uint32_t)s[36] | (uint32_t)s[37] << 8 | (uint32_t)s[38] << 16 | (uint32_t)s[39] << 24;
+    if (ch & 0x20000000u) { /* IMAGE_SCN_MEM_EXECUTE */
+      out[k].va = va;
+      out[k].size = vsz;
+      k++;
+    }
+  }
+  return k;
+}
 
 static bool rsds_name(const uint8_t *d, size_t n, char *out, size_t cap) {
   for (size_t i = 0; i + 24 < n; i++) {
@@ -315,9 +343,9 @@ TEST(native_lookups_match_llvm_symbolizer) {
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, r->cols[0]);
     snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
     size_t pe_len = 0, pdb_len = 0;
-    uint8_t *pe = slurp(pe_path, &pe_len);
-    uint8_t *pdb = slurp(pdb_path, &pdb_len);
-    pe_range code[16];
+    uint8_t *pe = cu_read_raw(pe_path, &pe_len);
+    uint8_t *pdb = cu_read_raw(pdb_path, &pdb_len);
+    range code[16];
     int ncode = pe ? pe_code(pe, pe_len, code, 16) : 0;
     char pdb_name[512];
     if (!pe || !pdb || !ncode || !rsds_name(pe, pe_len, pdb_name, sizeof pdb_name)) {
@@ -416,7 +444,9 @@ TEST(native_lookups_match_llvm_symbolizer) {
         printf("    %7ld  %s\n             e.g. %s\n", total->count[c], cause_names[c],
                total->example[c]);
     CHECK(images >= 30);
-    CHECK(total->count[C_AGREE] * 10 > all * 7); /* most answers agree outright */
+    /* most answers agree outright (public-symbol fallbacks aside: llvm
+     * --functions=short names none; test_pdb_llvm19 compares them) */
+    CHECK(total->count[C_AGREE] * 10 > (all - total->count[C_PUBLIC]) * 7);
     /* the rare "same function, other line" cases are bounded, anything else unexplained fails */
     CHECK(total->count[C_SAMELINE] * 100 <= all);
     CHECK(total->count[C_OTHERFILE] * 1000 <= all);
@@ -463,7 +493,7 @@ TEST(native_lookups_match_breakpad_sym) {
       {"windows-native-pdb/tecken/qipcap64.pdb", "windows-native-pdb/tecken/qipcap64.sym"},
   };
   st_answer *a = malloc(sizeof *a);
-  long tf = 0, tfok = 0, tl = 0, tlok = 0;
+  long tf = 0, tfok = 0, tl = 0, tlok = 0, nf00 = 0;
   for (size_t i = 0; a && i < sizeof pairs / sizeof *pairs; i++) {
     char pdb_path[4400], sym_path[4400], msg[400];
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, pairs[i][0]);
@@ -569,6 +599,14 @@ TEST(native_lookups_match_breakpad_sym) {
                           (strstr(pairs[i][1], "tecken") &&
                            (strncmp(want_file, "hg:", 3) == 0 || base_eq(o->file, want_file))));
         bool ok = o && o->has_line && o->line == lno && same_file;
+        /* 0xF00F00 ("never step into", pdb.h): DIA's dump_syms prints it as
+         * a line (symbolic's crash.sym), we answer it hidden with no line;
+         * Mozilla's dump_syms folds it into the record before (basic32.sym:
+         * the record's last byte is then ours hidden) */
+        if (!ok && o && o->hidden && !o->has_line && (lno == 0xF00F00u || k == 1)) {
+          nf00++;
+          ok = true;
+        }
         if (ok)
           nlok++;
         else if (!example[0])
@@ -590,8 +628,8 @@ TEST(native_lookups_match_breakpad_sym) {
     st_free(&st);
   }
   free(a);
-  printf("  total: FUNC records %ld of %ld agree, line records (first and last byte) %ld of %ld\n",
-         tfok, tf, tlok, tl);
+  printf("  total: FUNC records %ld of %ld agree, line records (first and last byte) %ld of %ld"
+         " (%ld of them 0xF00F00 bytes, answered hidden with no line)\n", tfok, tf, tlok, tl, nf00);
   CHECK(tf > 1000 && tl > 10000);
   CHECK(tfok * 100 >= tf * 98); /* the rest: name spellings (DIA undecorates publics, `anonymous namespace') */
   CHECK(tlok * 1000 >= tl * 999);
