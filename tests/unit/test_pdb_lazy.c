@@ -2,11 +2,14 @@
  * test_pdb_lazy.c - the lazy PDB reader (pdb_open / pdb_lookup_lazy) answers
  * every address exactly as the whole table (pdb_read + st_lookup_rva) does:
  *   - on every Windows PDB of the shared corpus, at the addresses the corpus
- *     tests ask (the paired image's code bytes, sampled as test_pdb_llvm
- *     samples them) and at every boundary the table has (each function's
- *     first, last and next byte, each line start, each inline range start,
- *     each public and the byte before it), up to PDBSYM_LAZY_RVAS per file
- *     (default 4000, evenly spread);
+ *     tests ask (the paired image's code bytes, sampled as test_pdb_llvm and
+ *     test_pdb_llvm19 sample them, the byte past each executable section and
+ *     0x7fffffff; every 0xFEEFEE and 0xF00F00 line; the FUNC starts and line
+ *     records' first and last bytes of a Breakpad .sym beside the PDB) and
+ *     at the boundaries the table has (each function's first, last and next
+ *     byte, each line's first and last byte, each inline range start, each
+ *     public and the byte before it), these up to PDBSYM_LAZY_RVAS per file
+ *     (default 3000, evenly spread);
  *   - on every native fixture, at every code byte of the image;
  * each address from a cold state (pdb_lazy_forget: only the modules that one
  * address needs are read), then all of them again in a shuffled order, 256
@@ -189,9 +192,13 @@ static void compare_file(const char *name, const uint8_t *data, size_t len, cons
     push(&r, st.publics[i].rva - 1);
   }
   sort_cap(&r, cap);
+  /* every special line (test_pdb_llvm19 asks them all), and the extras */
+  for (size_t i = 0; i < st.nlines; i++)
+    if (st.lines[i].line == ST_HIDDEN_LINE || st.lines[i].line == ST_NOSTEP_LINE)
+      push(&r, st.lines[i].rva);
   for (size_t i = 0; i < nextra; i++)
     push(&r, extra[i]);
-  sort_cap(&r, cap + nextra);
+  sort_cap(&r, SIZE_MAX);
   st_answer *want = malloc(sizeof *want), *got = malloc(sizeof *got);
   long differ = 0, mods = 0, builds = 0;
   char first[600] = "";
@@ -293,7 +300,7 @@ TEST(lazy_equals_whole_on_corpus) {
   if (!g_corpus)
     SKIP("../shared/corpus absent");
   const char *env = getenv("PDBSYM_LAZY_RVAS");
-  size_t cap = env ? (size_t)strtoul(env, NULL, 10) : 4000;
+  size_t cap = env ? (size_t)strtoul(env, NULL, 10) : 3000;
   char *text;
   manifest_row *rows;
   int n = manifest_rows(g_corpus, &text, &rows);
@@ -328,11 +335,37 @@ TEST(lazy_equals_whole_on_corpus) {
       for (int k = 0; k < ncode; k++)
         bytes += code[k].size;
       size_t step = bytes > 3000 ? bytes / 3000 + 1 : 1;
-      for (int k = 0; k < ncode; k++)
+      for (int k = 0; k < ncode; k++) {
         for (uint64_t v = code[k].va; v < (uint64_t)code[k].va + code[k].size; v += step)
           push(&extra, (uint32_t)v);
+        push(&extra, code[k].va + code[k].size); /* just past it, as test_pdb_llvm19 */
+      }
+      push(&extra, 0x7fffffffu);
       free(pe);
     }
+    /* a Breakpad .sym beside the PDB: its FUNC starts and each line
+     * record's first and last byte, as test_pdb_llvm asks them */
+    char sym[4400];
+    snprintf(sym, sizeof sym, "%s", path);
+    size_t sl = strlen(sym);
+    if (sl > 4 && !strcmp(sym + sl - 4, ".pdb"))
+      memcpy(sym + sl - 4, ".sym", 4);
+    FILE *sf = sl > 4 ? fopen(sym, "r") : NULL;
+    char line[4096];
+    while (sf && fgets(line, sizeof line, sf)) {
+      char *end;
+      if (!strncmp(line, "FUNC ", 5)) {
+        const char *q = line + 5 + (strncmp(line + 5, "m ", 2) == 0 ? 2 : 0);
+        push(&extra, (uint32_t)strtoul(q, NULL, 16));
+      } else if ((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f')) {
+        uint32_t a = (uint32_t)strtoul(line, &end, 16), sz = (uint32_t)strtoul(end, NULL, 16);
+        push(&extra, a);
+        if (sz)
+          push(&extra, a + sz - 1);
+      }
+    }
+    if (sf)
+      fclose(sf);
     compare_file(row->cols[0], data, len, extra.v, extra.n, cap, &t);
     free(extra.v);
     free(data);
