@@ -375,10 +375,8 @@ TEST(truncated_and_bitflipped_pdbs_fail_cleanly) {
 
 int main(void) {
   g_corpus = corpus_dir();
-  if (!g_corpus) {
-    printf("skipped: ../shared/corpus absent\n");
-    return 77;
-  }
+  if (!g_corpus)
+    return test_skip_all("../shared/corpus absent");
   RUN(corpus_reads_with_identity);
   RUN(managed_sequence_points_match_oracles);
   RUN(other_inputs_are_refused);

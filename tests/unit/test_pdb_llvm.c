@@ -627,10 +627,8 @@ TEST(native_lookups_match_breakpad_sym) {
 
 int main(void) {
   g_corpus = corpus_dir();
-  if (!g_corpus) {
-    printf("skipped: ../shared/corpus absent\n");
-    return 77;
-  }
+  if (!g_corpus)
+    return test_skip_all("../shared/corpus absent");
   RUN(native_lookups_match_llvm_symbolizer);
   RUN(native_lookups_match_breakpad_sym);
   return test_summary();
