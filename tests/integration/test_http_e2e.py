@@ -1,8 +1,8 @@
 """End to end through the real binary: fixture PDBs served by the test symbol
 server (tests/symserver.py) in symstore layout, fetched, parsed and cached by
 `pdbsym serve`, and the answers compared with the fixtures' oracle files:
-llvm-symbolizer for native frames (tests/fixtures/native/*.expected.tsv, or
-the llvm-pdbutil reading in *.crosscheck.tsv where the two differ), and
+llvm-symbolizer 19 for native frames (tests/fixtures/native/*.expected.tsv,
+or the llvm-pdbutil reading in *.crosscheck.tsv where its note is dup-line), and
 Microsoft's PDB readers for managed frames (tests/fixtures/managed/*.jsonl).
 Also: one batch mixing modules found, missing and failing upstream; the
 second request is answered from the cache; /symbolicate/v5 gives the same
