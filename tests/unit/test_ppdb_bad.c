@@ -207,6 +207,7 @@ TEST(mismatched_pair) {
   snprintf(path, sizeof path, "%s/pe/cecil/TargetLib.dll", corpus);
   size_t pl;
   uint8_t *pe = cu_read(path, &pl);
+  CHECK(pe != NULL);
   if (pe) {
     pe_info pi;
     CHECK_EQ_U(pe_parse(pe, pl, &pi, &d), PS_E_OK);
