@@ -681,20 +681,22 @@ static bool compare_image(const manifest_row *r, size_t cap, tallies *t, st_answ
     for (uint64_t v = code[k].va; v < (uint64_t)code[k].va + code[k].size; v += step)
       rvas[nr++] = (uint32_t)v;
   /* a folder with the PE and the PDB under its RSDS name, as LLVM finds it */
-  char dir[] = "/tmp/pdbsym-llvm-XXXXXX";
+  const char *tmp = getenv("TMPDIR");
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%.900s/pdbsym-llvm-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   const char *exe = strrchr(pe_rel, '/') ? strrchr(pe_rel, '/') + 1 : pe_rel;
-  char p1[4400], p2[4400];
+  char p1[2600], p2[2600];
   char **sl = calloc(nr ? nr : 1, sizeof *sl), **kl = calloc(nr ? nr : 1, sizeof *kl);
   frames *o = malloc(sizeof *o), *s = malloc(sizeof *s), *k = malloc(sizeof *k);
   bool *pub = calloc(nr ? nr : 1, sizeof *pub), *thunk = calloc(nr ? nr : 1, sizeof *thunk);
   uint32_t *second = malloc(sizeof *second * (nr ? nr : 1));
   size_t *second_at = malloc(sizeof *second_at * (nr ? nr : 1));
   ok = rvas && sl && kl && o && s && k && pub && thunk && second && second_at && mkdtemp(dir);
-  if (ok) {
-    snprintf(p1, sizeof p1, "%s/%s", dir, exe);
-    snprintf(p2, sizeof p2, "%s/%s", dir, pdb_name);
+  bool made = ok;
+  snprintf(p1, sizeof p1, "%s/%s", dir, exe);
+  snprintf(p2, sizeof p2, "%s/%s", dir, pdb_name);
+  if (ok)
     ok = write_file(p1, pe, pe_len) && write_file(p2, pdb, pdb_len);
-  }
   if (ok) {
     run_llvm_all(dir, exe, "short", rvas, nr, sl);
     /* --functions=linkage (the public symbol's decorated name where there
@@ -752,8 +754,12 @@ static bool compare_image(const manifest_row *r, size_t cap, tallies *t, st_answ
     }
     sym_lines_free(&dia);
     publics_free(&pubs);
+  }
+  if (made) { /* nothing left behind, whatever failed */
     unlink(p1);
     unlink(p2);
+    snprintf(p1, sizeof p1, "%s/in.txt", dir);
+    unlink(p1);
     rmdir(dir);
   }
   free(sl);
