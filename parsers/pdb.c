@@ -1381,8 +1381,11 @@ static ps_err read_image_sections(pdb_ctx *c, uint16_t sn) {
     struct img_sect *k = &c->isect[c->nisect++];
     k->start = va;
     k->end = end > UINT32_MAX ? UINT32_MAX : (uint32_t)end;
-    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE */
-    k->code = (ch & 0x20u) || (ch & 0x20000000u);
+    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE, with bytes in the file:
+     * an executable section without raw data (.textbss, the incremental
+     * linker's Edit-and-Continue reserve) holds no code, only the linker's
+     * __enc$textbss$begin/end markers */
+    k->code = ((ch & 0x20u) || (ch & 0x20000000u)) && raw != 0;
   }
   msf_stream_free(&c->msf, &s);
   qsort(c->isect, c->nisect, sizeof *c->isect, cmp_img_sect);

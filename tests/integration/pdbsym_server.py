@@ -15,13 +15,15 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
 BIN = os.environ.get("PDBSYM_BIN")
 
 
 def need_binary():
     if not BIN or not os.path.exists(BIN):
-        print("skipped: PDBSYM_BIN not set")
-        sys.exit(77)
+        harness.skip("PDBSYM_BIN not set (run through ctest)")
 
 
 class Server:
@@ -209,6 +211,7 @@ class Checks:
             self.passed += 1
         else:
             self.failed += 1
+            harness.failed()
             print("FAIL %s: got %r, want %r" % (what, got, want))
 
     def true(self, what, cond, detail=""):
@@ -216,8 +219,9 @@ class Checks:
             self.passed += 1
         else:
             self.failed += 1
+            harness.failed()
             print("FAIL %s %s" % (what, detail))
 
     def done(self):
         print("%d passed, %d failed" % (self.passed, self.failed))
-        sys.exit(1 if self.failed else 0)
+        sys.exit(harness.status(1 if self.failed else 0))

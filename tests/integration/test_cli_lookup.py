@@ -18,12 +18,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
+import harness  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(clilib.MANAGED, "MANIFEST.tsv")):
-    print("skipped: tests/fixtures/managed absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/managed absent")
 
 c = Checks()
 sb = Sandbox("pdbsym-cli-lookup-")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from fetchlib import (AGE, DEBUG_ID, KEY, PKEY, Checker, Server, cabmake, fake_pdb,  # noqa: E402
                       fetch, put)
 
@@ -187,7 +188,8 @@ def main():
     pds = [("tecken/qipcap64.pd_", "qipcap64.pdb", "293A285ED25871934C4C44205044422E1"),
            ("dump_syms/basic32.pd_", "basic32.pdb", "34060D222DBB44E5AA72243CE8326C2F2")]
     if not os.path.isdir(corpus) or not shutil.which("cabextract"):
-        print("corpus .pd_: skipped: ../shared/corpus absent or no cabextract")
+        harness.skip_part("corpus .pd_ files against cabextract: %s" % (
+            "../shared/corpus absent" if not os.path.isdir(corpus) else "cabextract not installed"))
     else:
         for rel, name, key in pds:
             src = os.path.join(corpus, rel)

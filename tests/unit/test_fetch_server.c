@@ -319,8 +319,7 @@ TEST(parallel_limit) {
 
 int main(void) {
   if (system("python3 -c 'import http.server' >/dev/null 2>&1") != 0) {
-    printf("skipped: python3 not available\n");
-    return 77;
+    return test_skip_all("python3 not available (it runs tests/symserver.py)");
   }
   const char *t = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
   snprintf(root, sizeof root, "%s/pdbsym-test-fetch-XXXXXX", t);

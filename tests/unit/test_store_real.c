@@ -190,7 +190,7 @@ TEST(fixtures_round_trip) {
   snprintf(p, sizeof p, "%s/../shared/corpus", src);
   struct stat sb;
   if (stat(p, &sb) != 0)
-    printf("  corpus: skipped: ../shared/corpus absent\n");
+    SKIP_PART("corpus round trips: ../shared/corpus absent");
   else
     walk(p, 0);
   printf("  %d files, %llu lookups compared, %llu differ\n", files_compared,
@@ -207,7 +207,5 @@ int main(void) {
     return 1;
   RUN(fixtures_round_trip);
   rmdir(tmpdir);
-  if (t_skipped && !t_passed && !t_failed)
-    return 77;
   return test_summary();
 }
