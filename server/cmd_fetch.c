@@ -42,9 +42,9 @@ static void fetch_usage(FILE *out) {
           "Exit status: 0 written, 1 not found or the download failed, 2 usage error.\n");
 }
 
-static bool accept_any(void *ctx, const char *path, ps_diag *diag) {
+static bool accept_any(void *ctx, const fetch_file *file, ps_diag *diag) {
   (void)ctx;
-  (void)path;
+  (void)file;
   (void)diag;
   return true;
 }
@@ -58,10 +58,10 @@ typedef struct {
   bool code;
 } verify_ctx;
 
-static bool verify_file(void *vctx, const char *path, ps_diag *diag) {
+static bool verify_file(void *vctx, const fetch_file *file, ps_diag *diag) {
   verify_ctx *c = vctx;
   filemap fm;
-  if (filemap_open(&fm, path, 0, diag) != PS_E_OK)
+  if (filemap_open(&fm, file->path, 0, diag) != PS_E_OK)
     return false;
   bool ok = false;
   if (c->code) {
@@ -80,7 +80,7 @@ static bool verify_file(void *vctx, const char *path, ps_diag *diag) {
     st_init(&st, &budget);
     if (loader_read(fm.data, fm.len, NULL, 0, &budget, &st, diag) == PS_E_OK) {
       const st_ident *id = &st.ident;
-      bool fmt_ok = c->fmt == ST_FORMAT_UNKNOWN || c->fmt == id->format;
+      bool fmt_ok = file->format == ST_FORMAT_UNKNOWN || file->format == id->format;
       ok = fmt_ok && memcmp(id->guid, c->m->guid, 16) == 0 &&
            (id->format == ST_FORMAT_PORTABLE || id->age == c->m->age || id->pdb_age == c->m->age);
       if (!ok) {
@@ -122,6 +122,9 @@ int cmd_fetch(int argc, char **argv) {
   int nh = 0;
   settings set; /* PDBSYM_SYMBOL_PATH and the config file, as every command */
   settings_init(&set, argc, argv);
+  engine_config ec; /* the download settings (deadlines, retries...), as serve's */
+  settings_engine_from(&set.cfg, &ec);
+  cfg = ec.fetch;
   cfg.symbol_path = set.symbol_path;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];

@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "http.h"
 #include "log.h"
+#include "settings.h"
 
 int cmd_serve(int argc, char **argv) {
   static srv_config cfg;
@@ -32,8 +33,15 @@ int cmd_serve(int argc, char **argv) {
             cfg.log_level);
     return 2;
   }
-  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes) {
-    fprintf(stderr, "pdbsym serve: max_inflight, max_connections and max_body_bytes must be > 0\n");
+  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.download_workers ||
+      !cfg.download_queue || !cfg.max_parallel_downloads) {
+    fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, download_workers, "
+                    "download_queue and max_parallel_downloads must be > 0\n");
+    return 2;
+  }
+  if (cfg.download_workers > 256 || cfg.download_queue > 1000000 || cfg.max_parallel_downloads > 256) {
+    fprintf(stderr, "pdbsym serve: download_workers and max_parallel_downloads are at most 256, "
+                    "download_queue at most 1000000\n");
     return 2;
   }
 
@@ -47,14 +55,7 @@ int cmd_serve(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   engine_config ec;
-  memset(&ec, 0, sizeof ec);
-  ec.cache_dir = cfg.cache_dir;
-  ec.symbol_path = cfg.symbol_path[0] ? cfg.symbol_path : NULL;
-  ec.cache_max_bytes = cfg.cache_max_bytes;
-  ec.mem_max_bytes = cfg.mem_max_bytes;
-  ec.max_pdb_bytes = cfg.max_pdb_bytes;
-  ec.max_parallel_downloads = (int)cfg.max_parallel_downloads;
-  ec.offline = cfg.offline;
+  settings_engine_from(&cfg, &ec);
   ec.on_download = mt_download_cb;
   engine *eng = NULL;
   ps_diag diag;

@@ -23,7 +23,28 @@ typedef struct {
   uint64_t cache_max_bytes;   /* 0 = the cache's default */
   uint64_t mem_max_bytes;     /* 0 = the engine's default */
   uint64_t max_pdb_bytes;     /* 0 = the engine's default */
-  uint64_t max_parallel_downloads;
+  uint64_t max_parallel_downloads; /* transfers at once per HTTP source */
+  uint64_t download_workers;
+  uint64_t download_queue;
+  uint64_t download_connect_timeout;     /* seconds */
+  uint64_t download_first_byte_timeout;  /* seconds */
+  uint64_t download_timeout;             /* seconds */
+  uint64_t download_min_rate;            /* bytes/s */
+  uint64_t download_low_speed;           /* bytes/s */
+  uint64_t download_low_speed_time;      /* seconds */
+  uint64_t download_retries;
+  uint64_t download_retry_base_ms;
+  uint64_t max_redirects;
+  uint64_t max_decoded_ratio;
+  uint64_t source_fail_threshold;
+  uint64_t source_backoff;               /* seconds */
+  uint64_t source_backoff_max;           /* seconds */
+  bool refuse_private_redirects;
+  uint64_t negative_missing_ttl;         /* seconds */
+  uint64_t negative_malformed_ttl;
+  uint64_t negative_suspect_ttl;
+  uint64_t negative_error_ttl;
+  uint64_t negative_error_max_ttl;
   bool offline;
   uint64_t max_body_bytes;
   uint64_t max_frames;

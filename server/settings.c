@@ -137,13 +137,42 @@ const char *settings_help(void) {
          "                      lists (env PDBSYM_CONFIG)\n";
 }
 
-void settings_engine_config(const settings *s, engine_config *ec) {
+void settings_engine_from(const srv_config *c, engine_config *ec) {
   memset(ec, 0, sizeof *ec);
+  ec->cache_dir = c->cache_dir;
+  ec->symbol_path = c->symbol_path[0] ? c->symbol_path : NULL;
+  ec->cache_max_bytes = c->cache_max_bytes; /* 0: the cache's default */
+  ec->mem_max_bytes = c->mem_max_bytes;
+  ec->max_pdb_bytes = c->max_pdb_bytes;
+  ec->max_parallel_downloads = (int)c->max_parallel_downloads;
+  ec->download_workers = (int)c->download_workers;
+  ec->download_queue = (int)c->download_queue;
+  ec->offline = c->offline;
+  fetch_config *fc = &ec->fetch;
+  fc->connect_timeout_ms = (long)c->download_connect_timeout * 1000;
+  fc->first_byte_timeout_ms = (long)c->download_first_byte_timeout * 1000;
+  fc->transfer_timeout_ms = (long)c->download_timeout * 1000;
+  fc->min_rate = c->download_min_rate;
+  fc->low_speed_limit = (long)c->download_low_speed;
+  fc->low_speed_time_s = (long)c->download_low_speed_time;
+  fc->max_retries = c->download_retries ? (int)c->download_retries : -1;
+  fc->retry_base_ms = (long)c->download_retry_base_ms;
+  fc->max_redirects = (int)c->max_redirects;
+  fc->max_decoded_ratio = c->max_decoded_ratio;
+  fc->source_fail_threshold = (int)c->source_fail_threshold;
+  fc->source_backoff_ms = (long)c->source_backoff * 1000;
+  fc->source_backoff_max_ms = (long)c->source_backoff_max * 1000;
+  fc->refuse_private = c->refuse_private_redirects;
+  ec->negative_missing_ttl = (int64_t)c->negative_missing_ttl;
+  ec->negative_malformed_ttl = (int64_t)c->negative_malformed_ttl;
+  ec->negative_suspect_ttl = (int64_t)c->negative_suspect_ttl;
+  ec->negative_error_ttl = (int64_t)c->negative_error_ttl;
+  ec->negative_error_max_ttl = (int64_t)c->negative_error_max_ttl;
+}
+
+void settings_engine_config(const settings *s, engine_config *ec) {
+  settings_engine_from(&s->cfg, ec);
   ec->cache_dir = s->cache_dir;
   ec->symbol_path = s->symbol_path;
-  ec->cache_max_bytes = s->cfg.cache_max_bytes; /* 0: the cache's default, as serve */
-  ec->mem_max_bytes = s->cfg.mem_max_bytes;
-  ec->max_pdb_bytes = s->cfg.max_pdb_bytes;
-  ec->max_parallel_downloads = (int)s->cfg.max_parallel_downloads;
   ec->offline = s->offline;
 }

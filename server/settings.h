@@ -46,6 +46,8 @@ int settings_flag(settings *s, int argc, char **argv, int i);
 const char *settings_help(void);
 
 void settings_engine_config(const settings *s, engine_config *ec);
+/* The engine's configuration from a srv_config (every setting config.c lists). */
+void settings_engine_from(const srv_config *c, engine_config *ec);
 
 /* Parses "1000", "64K", "512M", "2G" (binary units).  false on junk/overflow. */
 bool settings_parse_bytes(const char *s, uint64_t *out);

@@ -48,7 +48,17 @@ def main():
     # 404 on every variant: each probed once, never retried
     rc, se, dt, h = run("404 everywhere", {}, args=["nothere.pdb", DEBUG_ID, "--format", "windows"])
     c.check(rc == 1 and "not found" in se, "404: not found")
-    c.check(len(h) == 7 and all(v == 1 for v in h.values()), "404: 7 variants, once each (%s)" % h)
+    # every layout real stores use, each path once: the key as Microsoft's server and
+    # symstore write it (age 1A upper; symstore.exe's age in lower case, 1a), .pd_,
+    # file.ptr, SSQP's all-lower path, and the two-tier index2 forms of both casings
+    want = set()
+    for k in (KEY, KEY[:-2] + KEY[-2:].lower()):
+        for pre in ("", "no/"):
+            for f in ("nothere.pdb", "nothere.pd_", "file.ptr"):
+                want.add("/%snothere.pdb/%s/%s" % (pre, k, f))
+    want.add("/nothere.pdb/%s/nothere.pdb" % KEY.lower())
+    c.check(set(h) == want and all(v == 1 for v in h.values()),
+            "404: %d paths, once each (%s)" % (len(want), h))
 
     # 500 twice, then the file: retried with backoff, one source request per try
     rc, se, dt, h = run("500 then success", {plain: {"status": 500, "times": 2}})
