@@ -162,15 +162,17 @@ static uint64_t file_size(const char *path) {
   return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-/* Downloads may hold what the cache's cap leaves beside the database and its
- * WAL (at least 1 MiB, so a full cache still lets a small module through to
- * be stored after an eviction). */
+/* Downloads may hold what the cache's cap leaves beside the database, its
+ * WAL and shared-memory file (at least 1 MiB, so a full cache still lets a
+ * small module through to be stored after an eviction).  Refreshed as each
+ * job starts and after each ingest. */
 static void refresh_disk_budget(engine *e) {
   if (!e->fetch)
     return;
-  char wal[1100];
+  char wal[1100], shm[1100];
   snprintf(wal, sizeof wal, "%s-wal", e->db_path);
-  uint64_t used = file_size(e->db_path) + file_size(wal);
+  snprintf(shm, sizeof shm, "%s-shm", e->db_path);
+  uint64_t used = file_size(e->db_path) + file_size(wal) + file_size(shm);
   uint64_t left = used < e->cache_max ? e->cache_max - used : 0;
   if (left < ((uint64_t)1 << 20))
     left = (uint64_t)1 << 20;
@@ -237,7 +239,7 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   uint64_t swept = 0, swept_bytes = 0;
   ps_diag sd;
   ps_diag_clear(&sd);
-  if (fetch_sweep_tmp(e->tmp_dir, &swept, &swept_bytes, &sd) == PS_E_OK && swept) {
+  if (fetch_sweep_tmp(e->tmp_dir, true, &swept, &swept_bytes, &sd) == PS_E_OK && swept) {
     log_line l;
     log_begin(&l, LOG_INFO, "removed unfinished downloads");
     log_str(&l, "folder", e->tmp_dir);

@@ -652,8 +652,9 @@ static ps_err tmp_write(fetcher *f, tmpfile_t *t, const void *data, size_t n) {
 
 /* --------------------------------------------------------- the download area */
 
-/* Removes the files of folder dir (one level) and the folder. */
-static void remove_folder(const char *dir, uint64_t *files, uint64_t *bytes) {
+/* Removes the files of folder dir (one level) and the folder; with remove
+ * false, only counts them. */
+static void sweep_folder(const char *dir, bool remove, uint64_t *files, uint64_t *bytes) {
   DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
@@ -663,7 +664,7 @@ static void remove_folder(const char *dir, uint64_t *files, uint64_t *bytes) {
       char p[1400];
       snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
       struct stat st;
-      if (lstat(p, &st) == 0 && !S_ISDIR(st.st_mode) && unlink(p) == 0) {
+      if (lstat(p, &st) == 0 && !S_ISDIR(st.st_mode) && (!remove || unlink(p) == 0)) {
         if (strcmp(e->d_name, ".lock")) {
           if (files)
             (*files)++;
@@ -674,7 +675,12 @@ static void remove_folder(const char *dir, uint64_t *files, uint64_t *bytes) {
     }
     closedir(d);
   }
-  rmdir(dir);
+  if (remove)
+    rmdir(dir);
+}
+
+static void remove_folder(const char *dir, uint64_t *files, uint64_t *bytes) {
+  sweep_folder(dir, true, files, bytes);
 }
 
 static bool has_suffix(const char *s, const char *suf) {
@@ -682,7 +688,8 @@ static bool has_suffix(const char *s, const char *suf) {
   return a >= b && !strcmp(s + a - b, suf);
 }
 
-ps_err fetch_sweep_tmp(const char *tmp_dir, uint64_t *files, uint64_t *bytes, ps_diag *diag) {
+ps_err fetch_sweep_tmp(const char *tmp_dir, bool remove, uint64_t *files, uint64_t *bytes,
+                       ps_diag *diag) {
   if (files)
     *files = 0;
   if (bytes)
@@ -714,15 +721,15 @@ ps_err fetch_sweep_tmp(const char *tmp_dir, uint64_t *files, uint64_t *bytes, ps
         close(fd); /* its process still runs */
         continue;
       }
-      remove_folder(p, files, bytes);
+      sweep_folder(p, remove, files, bytes);
       if (fd >= 0)
         close(fd);
     } else if (S_ISDIR(st.st_mode) && !strncmp(n, ".p-new-", 7) && now - st.st_mtime > 60) {
-      remove_folder(p, files, bytes); /* a process died while making its folder */
+      sweep_folder(p, remove, files, bytes); /* a process died while making its folder */
     } else if (S_ISREG(st.st_mode) && ((!strncmp(n, ".pdbsym-", 8) && has_suffix(n, ".part")) ||
                                        !strncmp(n, "pdbsym-", 7))) {
       /* loose files of versions without private folders */
-      if (unlink(p) == 0) {
+      if (!remove || unlink(p) == 0) {
         if (files)
           (*files)++;
         if (bytes)
@@ -1417,7 +1424,7 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
     if (scaled > limit)
       limit = scaled;
   }
-  if (el > limit + (uint64_t)f->connect_timeout_ms) {
+  if (el > limit) {
     p->abort_why = ABORT_DEADLINE;
     return 1;
   }
@@ -1730,6 +1737,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   free(loc);
   bool p_over = p->over, p_disk = p->disk_full, p_ratio = p->ratio_over, p_io = p->io_error;
   int why = p->abort_why;
+  bool got_byte = p->got_byte;
   char refused[sizeof p->refused];
   snprintf(refused, sizeof refused, "%s", p->refused);
   char errbuf[CURL_ERROR_SIZE];
@@ -1806,7 +1814,8 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
     ps_diag_set(&d, rc == CURLE_OPERATION_TIMEDOUT ? PS_E_TIMEOUT : PS_E_NETWORK, "fetch",
                 (size_t)-1, "%.120s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
     source_failed(f, s, &d);
-    if (retryable_curl(rc))
+    /* a source that answered and then went too slow stays slow: not retried */
+    if (retryable_curl(rc) && !(rc == CURLE_OPERATION_TIMEDOUT && got_byte))
       probe_retry(f, p, &d);
     else
       probe_fail(op, p, &d);

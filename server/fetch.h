@@ -150,11 +150,13 @@ fetch_status fetch_image(fetcher *f, const module_id *m, fetch_verify_fn verify,
 
 /* --- the download area ------------------------------------------------------ */
 
-/* Removes what downloads of processes that have ended left in tmp_dir: their
- * private folders (fetch_config.private_tmp; a folder whose lock no process
- * holds) and loose .pdbsym-*.part files.  Folders of running processes are
- * left alone.  *files and *bytes (may be NULL) get what was removed. */
-ps_err fetch_sweep_tmp(const char *tmp_dir, uint64_t *files, uint64_t *bytes, ps_diag *diag);
+/* Removes (remove false: only counts) what downloads of processes that have
+ * ended left in tmp_dir: their private folders (fetch_config.private_tmp; a
+ * folder whose lock no process holds) and loose .pdbsym-*.part files.
+ * Folders of running processes are left alone.  *files and *bytes (may be
+ * NULL) get what was (or would be) removed. */
+ps_err fetch_sweep_tmp(const char *tmp_dir, bool remove, uint64_t *files, uint64_t *bytes,
+                       ps_diag *diag);
 
 /* --- introspection, for tests and `pdbsym fetch -v` --- */
 
