@@ -134,7 +134,12 @@ struct probe {
   char *url;
   int attempt, redirects;
   uint64_t retry_at;
-  /* the transfer: network thread only */
+  struct xfer *x;               /* the transfer, from its first start until the probe is done */
+};
+
+/* A probe's transfer (network thread only, but for the .part file, which
+ * probe_cancel may drop under f->mu when the probe is not running). */
+typedef struct xfer {
   CURL *easy;
   tmpfile_t t;
   uint64_t cap;
@@ -145,7 +150,7 @@ struct probe {
   curl_off_t length;
   char refused[128];
   char errbuf[CURL_ERROR_SIZE];
-};
+} xfer;
 
 typedef struct {
   bool used, open;
@@ -1234,12 +1239,25 @@ static void op_free_mem(fetch_op *op) {
       probe *p = op->groups[s][k].probes;
       while (p) {
         probe *n = p->gnext;
+        if (p->x) {
+          tmp_drop(op->f, &p->x->t);
+          free(p->x);
+        }
         free(p->url);
         free(p);
         p = n;
       }
     }
   free(op);
+}
+
+/* Removes p's .part file and frees its transfer state (not while running). */
+static void probe_drop_file(fetcher *f, probe *p) {
+  if (!p->x)
+    return;
+  tmp_drop(f, &p->x->t);
+  free(p->x);
+  p->x = NULL;
 }
 
 /* Takes p out of whatever it waits in; a running probe is flagged for the
@@ -1252,10 +1270,12 @@ static void probe_cancel(fetcher *f, probe *p) {
   case P_QUEUED:
     q_remove(&f->src[p->src], p);
     p->state = P_DONE;
+    probe_drop_file(f, p); /* a redirect's or a retry's file */
     break;
   case P_TIMER:
     l_remove(&f->timers, p);
     p->state = P_DONE;
+    probe_drop_file(f, p);
     break;
   case P_RUNNING:
     p->cancel = true;
@@ -1333,7 +1353,6 @@ static probe *probe_new(fetch_op *op, int s, int k, int layout, int var, int pha
   p->var = var;
   p->phase = phase;
   p->state = P_HELD;
-  p->t.fd = -1;
   p->foreign = !same_origin(&op->f->src[s], url);
   group *g = &op->groups[s][k];
   p->gnext = g->probes;
@@ -1347,28 +1366,28 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
   probe *p = ud;
   fetcher *f = p->op->f;
   size_t n = size * nmemb;
-  p->got_byte = true;
-  if (p->t.bytes + n > p->cap) {
-    p->over = true;
+  p->x->got_byte = true;
+  if (p->x->t.bytes + n > p->x->cap) {
+    p->x->over = true;
     return 0;
   }
-  if (p->encoded) {
+  if (p->x->encoded) {
     curl_off_t raw = 0;
-    curl_easy_getinfo(p->easy, CURLINFO_SIZE_DOWNLOAD_T, &raw);
+    curl_easy_getinfo(p->x->easy, CURLINFO_SIZE_DOWNLOAD_T, &raw);
     uint64_t base = raw > FETCH_RATIO_FLOOR ? (uint64_t)raw : FETCH_RATIO_FLOOR;
-    if (p->t.bytes + n > base * f->max_ratio) {
-      p->ratio_over = true;
+    if (p->x->t.bytes + n > base * f->max_ratio) {
+      p->x->ratio_over = true;
       return 0;
     }
   }
-  ps_err r = tmp_write(f, &p->t, data, n);
+  ps_err r = tmp_write(f, &p->x->t, data, n);
   if (r == PS_E_LIMIT) {
-    p->disk_full = true;
+    p->x->disk_full = true;
     return 0;
   }
   if (r != PS_E_OK) {
-    p->io_error = true;
-    p->io_errno = errno;
+    p->x->io_error = true;
+    p->x->io_errno = errno;
     return 0;
   }
   return n;
@@ -1382,23 +1401,23 @@ static bool header_is(const char *line, size_t n, const char *name) {
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud) {
   probe *p = ud;
   size_t n = size * nmemb;
-  p->got_byte = true;
+  p->x->got_byte = true;
   if (n >= 5 && !strncmp(data, "HTTP/", 5)) { /* a new response (after 100 Continue) */
-    p->html = false;
-    p->encoded = false;
+    p->x->html = false;
+    p->x->encoded = false;
   } else if (header_is(data, n, "content-type:")) {
     const char *v = data + 13;
     while (v < data + n && (*v == ' ' || *v == '\t'))
       v++;
     size_t rest = (size_t)(data + n - v);
-    p->html = (rest >= 9 && !strncasecmp(v, "text/html", 9)) ||
+    p->x->html = (rest >= 9 && !strncasecmp(v, "text/html", 9)) ||
               (rest >= 21 && !strncasecmp(v, "application/xhtml+xml", 21));
   } else if (header_is(data, n, "content-encoding:")) {
     const char *v = data + 17;
     while (v < data + n && (*v == ' ' || *v == '\t'))
       v++;
     size_t rest = (size_t)(data + n - v);
-    p->encoded = !(rest >= 8 && !strncasecmp(v, "identity", 8)) && rest > 0 && *v != '\r';
+    p->x->encoded = !(rest >= 8 && !strncasecmp(v, "identity", 8)) && rest > 0 && *v != '\r';
   }
   return n;
 }
@@ -1413,10 +1432,16 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
   probe *p = ud;
   fetcher *f = p->op->f;
   uint64_t now = now_ms();
-  uint64_t el = now - p->started;
-  if (!p->got_byte && el > (uint64_t)(f->connect_timeout_ms + f->first_byte_timeout_ms)) {
-    p->abort_why = ABORT_FIRST_BYTE;
-    return 1;
+  uint64_t el = now - p->x->started;
+  if (!p->x->got_byte) {
+    /* first byte: first_byte_timeout after the request went out (libcurl's
+     * connect deadline covers the time before) */
+    curl_off_t sent_us = 0;
+    curl_easy_getinfo(p->x->easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
+    if (sent_us > 0 && el > (uint64_t)(sent_us / 1000) + (uint64_t)f->first_byte_timeout_ms) {
+      p->x->abort_why = ABORT_FIRST_BYTE;
+      return 1;
+    }
   }
   uint64_t limit = (uint64_t)f->transfer_timeout_ms;
   if (dltotal > 0) {
@@ -1425,7 +1450,7 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
       limit = scaled;
   }
   if (el > limit) {
-    p->abort_why = ABORT_DEADLINE;
+    p->x->abort_why = ABORT_DEADLINE;
     return 1;
   }
   return 0;
@@ -1447,7 +1472,7 @@ static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_
   if (!ok) {
     char ip[INET6_ADDRSTRLEN];
     addr_text(&a->addr, ip, sizeof ip);
-    snprintf(p->refused, sizeof p->refused, "%s address (%s), and the source is not on one",
+    snprintf(p->x->refused, sizeof p->x->refused, "%s address (%s), and the source is not on one",
              class_name(cls), ip);
     return CURL_SOCKET_BAD;
   }
@@ -1457,10 +1482,18 @@ static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_
 static bool start_transfer(fetcher *f, probe *p, ps_diag *d) {
   fetch_source *s = &f->src[p->src];
   fetch_op *op = p->op;
-  if (p->t.fd < 0 && !tmp_create(f, &p->t, d))
+  if (!p->x) {
+    p->x = calloc(1, sizeof *p->x);
+    if (!p->x) {
+      ps_diag_set(d, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
+      return false;
+    }
+    p->x->t.fd = -1;
+  }
+  if (p->x->t.fd < 0 && !tmp_create(f, &p->x->t, d))
     return false;
-  if (!tmp_rewind(f, &p->t)) {
-    ps_diag_set(d, PS_E_IO, "fetch", (size_t)-1, "cannot truncate %.100s", p->t.path);
+  if (!tmp_rewind(f, &p->x->t)) {
+    ps_diag_set(d, PS_E_IO, "fetch", (size_t)-1, "cannot truncate %.100s", p->x->t.path);
     return false;
   }
   CURL *c = curl_easy_init();
@@ -1468,17 +1501,17 @@ static bool start_transfer(fetcher *f, probe *p, ps_diag *d) {
     ps_diag_set(d, PS_E_NOMEM, "fetch", (size_t)-1, "curl_easy_init failed");
     return false;
   }
-  p->easy = c;
-  p->cap = p->var == VAR_PTR ? FETCH_PTR_MAX : f->max_download;
-  p->over = p->io_error = p->disk_full = p->ratio_over = p->encoded = p->html = false;
-  p->got_byte = false;
-  p->abort_why = ABORT_NONE;
-  p->refused[0] = '\0';
-  p->errbuf[0] = '\0';
-  p->started = now_ms();
+  p->x->easy = c;
+  p->x->cap = p->var == VAR_PTR ? FETCH_PTR_MAX : f->max_download;
+  p->x->over = p->x->io_error = p->x->disk_full = p->x->ratio_over = p->x->encoded = p->x->html = false;
+  p->x->got_byte = false;
+  p->x->abort_why = ABORT_NONE;
+  p->x->refused[0] = '\0';
+  p->x->errbuf[0] = '\0';
+  p->x->started = now_ms();
   uint64_t backstop = (uint64_t)(f->connect_timeout_ms + f->first_byte_timeout_ms +
                                  f->transfer_timeout_ms) +
-                      p->cap / f->min_rate * 1000u;
+                      p->x->cap / f->min_rate * 1000u;
   curl_easy_setopt(c, CURLOPT_URL, p->url);
   curl_easy_setopt(c, CURLOPT_PRIVATE, p);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -1491,7 +1524,7 @@ static bool start_transfer(fetcher *f, probe *p, ps_diag *d) {
   curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
   curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* decoded under max_ratio */
   curl_easy_setopt(c, CURLOPT_USERAGENT, FETCH_USER_AGENT);
-  curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)p->cap);
+  curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)p->x->cap);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, p);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -1501,13 +1534,13 @@ static bool start_transfer(fetcher *f, probe *p, ps_diag *d) {
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, p);
   curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
   curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, p);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->errbuf);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->x->errbuf);
   /* the source's headers (tokens) go to its own origin only */
   if (s->headers && !p->foreign)
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, s->headers);
   if (curl_multi_add_handle(f->multi, c) != CURLM_OK) {
     curl_easy_cleanup(c);
-    p->easy = NULL;
+    p->x->easy = NULL;
     ps_diag_set(d, PS_E_NOMEM, "fetch", (size_t)-1, "curl_multi_add_handle failed");
     return false;
   }
@@ -1518,12 +1551,12 @@ static bool start_transfer(fetcher *f, probe *p, ps_diag *d) {
   return true;
 }
 
-/* Ends p's transfer (handle removed, freed); the .part stays in p->t. */
+/* Ends p's transfer (handle removed, freed); the .part stays in p->x->t. */
 static void end_transfer(fetcher *f, probe *p) {
-  if (p->easy) {
-    curl_multi_remove_handle(f->multi, p->easy);
-    curl_easy_cleanup(p->easy);
-    p->easy = NULL;
+  if (p->x->easy) {
+    curl_multi_remove_handle(f->multi, p->x->easy);
+    curl_easy_cleanup(p->x->easy);
+    p->x->easy = NULL;
   }
   l_remove(&f->running, p);
   f->src[p->src].active--;
@@ -1607,8 +1640,8 @@ static void ptr_done(fetcher *f, probe *p, group *g) {
   char kind[16], val[1024];
   ps_diag d;
   ps_diag_clear(&d);
-  bool ok = read_ptr_fd(p->t.fd, kind, sizeof kind, val, sizeof val);
-  tmp_drop(f, &p->t);
+  bool ok = read_ptr_fd(p->x->t.fd, kind, sizeof kind, val, sizeof val);
+  probe_drop_file(f, p);
   if (ok && !strcmp(kind, "MSG")) {
     ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "%.110s says: %.70s", p->url, val);
     note_error(op, &d, 1);
@@ -1637,25 +1670,25 @@ static void body_done(fetcher *f, probe *p, group *g) {
     ps_diag d;
     ps_diag_clear(&d);
     ps_diag_set(&d, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
     probe_fail(op, p, &d);
     return;
   }
-  c->t = p->t;
-  p->t.fd = -1;
-  p->t.path[0] = '\0';
-  p->t.bytes = 0;
+  c->t = p->x->t;
+  p->x->t.fd = -1;
+  p->x->t.path[0] = '\0';
+  p->x->t.bytes = 0;
   c->src = p->src;
   c->key = p->key;
   c->layout = p->layout;
   c->var = p->var == VAR_TARGET ? VAR_PTR : p->var;
   c->clean = false;
-  if (p->length >= 0 && !p->html) {
+  if (p->x->length >= 0 && !p->x->html) {
     curl_off_t raw = -1;
     /* end_transfer has not run yet: the handle is still there */
-    if (p->easy)
-      curl_easy_getinfo(p->easy, CURLINFO_SIZE_DOWNLOAD_T, &raw);
-    c->clean = raw == p->length;
+    if (p->x->easy)
+      curl_easy_getinfo(p->x->easy, CURLINFO_SIZE_DOWNLOAD_T, &raw);
+    c->clean = raw == p->x->length;
   }
   snprintf(c->where, sizeof c->where, "%s", p->url);
   if (op->cands_tail)
@@ -1672,21 +1705,21 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   fetch_source *s = &f->src[p->src];
   group *g = &op->groups[p->src][p->key];
   long code = 0;
-  curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_getinfo(p->x->easy, CURLINFO_RESPONSE_CODE, &code);
   curl_off_t len = -1;
-  curl_easy_getinfo(p->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
-  p->length = len;
+  curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+  p->x->length = len;
   char *loc = NULL;
   if (code >= 300 && code < 400) {
     char *l = NULL;
-    curl_easy_getinfo(p->easy, CURLINFO_REDIRECT_URL, &l);
+    curl_easy_getinfo(p->x->easy, CURLINFO_REDIRECT_URL, &l);
     loc = l ? strdup(l) : NULL;
   }
   bool cancelled = p->cancel || op->finished || !g->open;
   if (cancelled) {
     free(loc);
     end_transfer(f, p);
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
     maybe_free_op(op);
     return;
   }
@@ -1701,6 +1734,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
     } else {
       body_done(f, p, g);
       end_transfer(f, p);
+      probe_drop_file(f, p); /* the file went to the candidate */
     }
     op_maybe_wake(op);
     return;
@@ -1730,54 +1764,54 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
     }
     free(loc);
     if (p->state == P_DONE)
-      tmp_drop(f, &p->t);
+      probe_drop_file(f, p);
     op_maybe_wake(op);
     return;
   }
   free(loc);
-  bool p_over = p->over, p_disk = p->disk_full, p_ratio = p->ratio_over, p_io = p->io_error;
-  int why = p->abort_why;
-  bool got_byte = p->got_byte;
-  char refused[sizeof p->refused];
-  snprintf(refused, sizeof refused, "%s", p->refused);
+  bool p_over = p->x->over, p_disk = p->x->disk_full, p_ratio = p->x->ratio_over, p_io = p->x->io_error;
+  int why = p->x->abort_why;
+  bool got_byte = p->x->got_byte;
+  char refused[sizeof p->x->refused];
+  snprintf(refused, sizeof refused, "%s", p->x->refused);
   char errbuf[CURL_ERROR_SIZE];
-  snprintf(errbuf, sizeof errbuf, "%s", p->errbuf);
+  snprintf(errbuf, sizeof errbuf, "%s", p->x->errbuf);
   end_transfer(f, p);
   if (rc == CURLE_OK) { /* 1xx or another status libcurl let through */
     ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld from %.120s", code, url);
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (refused[0]) {
     ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "%.80s leads to %.100s: refused", url,
                 refused);
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (p_over || rc == CURLE_FILESIZE_EXCEEDED) {
     if (p->var == VAR_PTR) { /* not a file.ptr */
-      tmp_drop(f, &p->t);
+      probe_drop_file(f, p);
       group_settle(op, g);
     } else {
       ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1, "%.120s is larger than the %llu-byte cap",
-                  url, (unsigned long long)p->cap);
-      tmp_drop(f, &p->t);
+                  url, (unsigned long long)p->x->cap);
+      probe_drop_file(f, p);
       probe_fail(op, p, &d);
     }
   } else if (p_ratio) {
     ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1,
                 "%.100s: the content-encoded body inflates more than %llux: refused", url,
                 (unsigned long long)f->max_ratio);
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (p_disk) {
     ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1,
                 "%.100s: the download area's %llu-byte budget is used up", url,
                 (unsigned long long)atomic_load(&f->budget));
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (p_io) {
-    ps_diag_set(&d, PS_E_IO, "fetch", (size_t)-1, "cannot write %.100s: %s", p->t.path,
-                strerror(p->io_errno));
-    tmp_drop(f, &p->t);
+    ps_diag_set(&d, PS_E_IO, "fetch", (size_t)-1, "cannot write %.100s: %s", p->x->t.path,
+                strerror(p->x->io_errno));
+    probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (rc == CURLE_HTTP_RETURNED_ERROR && (code == 404 || code == 410)) {
     s->fail_streak = 0;
@@ -1799,12 +1833,12 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
     }
   } else if (why == ABORT_FIRST_BYTE || why == ABORT_DEADLINE) {
     if (why == ABORT_FIRST_BYTE)
-      ps_diag_set(&d, PS_E_TIMEOUT, "fetch", (size_t)-1, "%.120s: no answer within %ld ms", url,
-                  f->connect_timeout_ms + f->first_byte_timeout_ms);
+      ps_diag_set(&d, PS_E_TIMEOUT, "fetch", (size_t)-1,
+                  "%.120s: no answer within %ld ms of the request", url, f->first_byte_timeout_ms);
     else
       ps_diag_set(&d, PS_E_TIMEOUT, "fetch", (size_t)-1,
                   "%.120s: not complete within its deadline (%llu of %lld bytes)", url,
-                  (unsigned long long)p->t.bytes, (long long)p->length);
+                  (unsigned long long)p->x->t.bytes, (long long)p->x->length);
     source_failed(f, s, &d);
     if (why == ABORT_FIRST_BYTE)
       probe_retry(f, p, &d);
@@ -1821,7 +1855,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
       probe_fail(op, p, &d);
   }
   if (p->state == P_DONE)
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
   op_maybe_wake(op);
 }
 
@@ -1852,13 +1886,13 @@ static uint64_t pump(fetcher *f) {
                     "%.60s is not asked for %llu s after %d failures in a row (last: %.90s)",
                     s->base, (unsigned long long)((s->down_until - now + 999) / 1000),
                     s->fail_streak, s->down_error);
-        tmp_drop(f, &p->t);
+        probe_drop_file(f, p);
         probe_fail(op, p, &d);
         op_maybe_wake(op);
         continue;
       }
       if (!start_transfer(f, p, &d)) {
-        tmp_drop(f, &p->t);
+        probe_drop_file(f, p);
         probe_fail(op, p, &d);
         op_maybe_wake(op);
       }
@@ -1874,7 +1908,7 @@ static void reap(fetcher *f) {
     if (p->cancel || p->op->finished) {
       fetch_op *op = p->op;
       end_transfer(f, p);
-      tmp_drop(f, &p->t);
+      probe_drop_file(f, p);
       maybe_free_op(op);
     }
   }
@@ -1915,7 +1949,7 @@ static void *net_main(void *arg) {
     n = p->next;
     fetch_op *op = p->op;
     end_transfer(f, p);
-    tmp_drop(f, &p->t);
+    probe_drop_file(f, p);
     maybe_free_op(op);
   }
   pthread_mutex_unlock(&f->mu);

@@ -78,6 +78,18 @@ def main():
                         sp="srv*%s;%s" % (srv.url, other))
     c.check(rc == 0 and ok(), "failing source skipped, the next one serves")
 
+    # two HTTP sources at once: the first fails and waits to retry, the second
+    # (a little slower) has the file; the first's retry is cancelled, its
+    # .part removed (no_temp_files in run())
+    other_srv = Server(other)
+    srv.reset()
+    other_srv.control({plain: {"delay": 0.3}})
+    rc, se, dt, h = run("503 while another serves", {plain: {"status": 503}},
+                        ["--retries", "3", "--retry-base-ms", "2000"],
+                        sp="srv*%s;srv*%s" % (srv.url, other_srv.url))
+    c.check(rc == 0 and ok() and dt < 1.5, "the second source serves at once (%.2fs)" % dt)
+    other_srv.stop()
+
     # 403 is an error but not retried
     rc, se, dt, h = run("403", {plain: {"status": 403}})
     c.check(rc == 1 and h == {plain: 1}, "403: error, one request (%s)" % h)
@@ -108,6 +120,19 @@ def main():
     rc, se, dt, h = run("stalled", {plain: {"delay": 4}},
                         ["--low-speed-time", "1", "--retries", "-1"])
     c.check(rc == 1 and dt < 3.5 and h == {plain: 1}, "stalled server: timed out in %.1fs" % dt)
+
+    # the same, caught by the first-byte deadline (download_first_byte_timeout,
+    # read from the environment as serve reads it), retried once
+    srv.reset()
+    srv.control({plain: {"delay": 4}})
+    rc, so, se, dt = fetch(["foo.pdb", DEBUG_ID, "--format", "windows", "--retries", "1",
+                            "--retry-base-ms", "100"], srv.url, out,
+                           env_extra={"PDBSYM_DOWNLOAD_FIRST_BYTE_TIMEOUT": "1"})
+    h = srv.hits()
+    print("%-26s rc=%d %5.2fs hits=%s %s" % ("first-byte deadline", rc, dt, sum(h.values()),
+                                            se.strip()[:150]), flush=True)
+    c.check(rc == 1 and "no answer within 1000 ms" in se and h == {plain: 2} and dt < 3.9,
+            "first-byte deadline: timed out twice in %.1fs (%s)" % (dt, h))
 
     # a redirect loop: stopped at the redirect limit, not retried
     rc, se, dt, h = run("redirect loop", {plain: {"redirect_loop": True}}, ["--max-redirects", "3"])
