@@ -144,6 +144,7 @@ typedef struct xfer {
   tmpfile_t t;
   uint64_t cap;
   bool over, io_error, disk_full, ratio_over, encoded, html, got_byte;
+  uint64_t need;                /* disk_full: the bytes the file needs (declared, or a guess) */
   int io_errno;
   int abort_why;
   uint64_t started;
@@ -184,6 +185,7 @@ struct fetch_op {
   group groups[FETCH_MAX_SOURCES][2];
   bool given_up[FETCH_MAX_SOURCES];
   cand *cands, *cands_tail;
+  uint64_t room_needed;         /* a transfer failed for the disk budget: what it needed */
   ps_diag err;                  /* the most telling failure so far */
   int err_rank;                 /* 0 none, 1 MSG: or a ptr miss, 2 error, 3 refused by verify */
 };
@@ -1380,9 +1382,23 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
       return 0;
     }
   }
+  if (p->x->t.bytes == 0) {
+    /* the declared length must fit in the disk budget as a whole: refused
+     * before anything is written */
+    curl_off_t len = -1;
+    curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+    uint64_t budget = atomic_load(&f->budget);
+    if (len > 0 && !p->x->encoded && budget &&
+        atomic_load(&f->tmp_bytes) + (uint64_t)len > budget) {
+      p->x->disk_full = true;
+      p->x->need = (uint64_t)len;
+      return 0;
+    }
+  }
   ps_err r = tmp_write(f, &p->x->t, data, n);
   if (r == PS_E_LIMIT) {
     p->x->disk_full = true;
+    p->x->need = (p->x->t.bytes + n) * 2; /* no length: twice what came so far */
     return 0;
   }
   if (r != PS_E_OK) {
@@ -1504,6 +1520,7 @@ static bool start_transfer(fetcher *f, probe *p, ps_diag *d) {
   p->x->easy = c;
   p->x->cap = p->var == VAR_PTR ? FETCH_PTR_MAX : f->max_download;
   p->x->over = p->x->io_error = p->x->disk_full = p->x->ratio_over = p->x->encoded = p->x->html = false;
+  p->x->need = 0;
   p->x->got_byte = false;
   p->x->abort_why = ABORT_NONE;
   p->x->refused[0] = '\0';
@@ -1803,6 +1820,8 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
     probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (p_disk) {
+    if (p->x->need > op->room_needed)
+      op->room_needed = p->x->need;
     ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1,
                 "%.100s: the download area's %llu-byte budget is used up", url,
                 (unsigned long long)atomic_load(&f->budget));
@@ -2326,6 +2345,13 @@ fetch_status fetch_op_step(fetch_op *op, fetch_verify_fn verify, void *vctx, fet
     if (ok)
       return FETCH_FOUND;
   }
+}
+
+uint64_t fetch_op_room_needed(fetch_op *op) {
+  pthread_mutex_lock(&op->f->mu);
+  uint64_t n = op->room_needed;
+  pthread_mutex_unlock(&op->f->mu);
+  return n;
 }
 
 /* ---------------------------------------------------- synchronous lookups */

@@ -133,6 +133,11 @@ fetch_status fetch_op_step(fetch_op *op, fetch_verify_fn verify, void *ctx, fetc
  * After it, wake is never called. */
 void fetch_op_free(fetch_op *op);
 
+/* After FETCH_ERROR: when a transfer failed because the disk budget was used
+ * up, the bytes it needed (its declared length, or a guess), else 0.  The
+ * caller may make room (evict) and look the module up again. */
+uint64_t fetch_op_room_needed(fetch_op *op);
+
 /* --- synchronous lookups (the CLI) ------------------------------------------ */
 
 /* Looks for the module's PDB in format fmt (ST_FORMAT_WINDOWS, PORTABLE, or
