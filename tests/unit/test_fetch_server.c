@@ -168,7 +168,7 @@ static fetcher *open_fetcher(const char *sp, int parallel) {
   memset(&cfg, 0, sizeof cfg);
   cfg.symbol_path = sp;
   cfg.tmp_dir = tmpd;
-  cfg.retry_base_ms = 50;
+  cfg.lim.retry_base_ms = 50;
   cfg.max_parallel_per_source = parallel;
   fetcher *f = NULL;
   ps_diag d;

@@ -1,0 +1,356 @@
+/*
+ * config.c - the settings table of `pdbsym serve` and the three places they
+ * come from (environment, config file, flags).  See config.h.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum { CF_STR, CF_U64, CF_SIZE, CF_BOOL } cf_type;
+
+typedef struct {
+  const char *key;
+  cf_type type;
+  size_t off;
+  size_t cap; /* CF_STR: buffer size */
+  const char *def;
+  const char *help;
+} cf_setting;
+
+#define S(k, d, h) {#k, CF_STR, offsetof(srv_config, k), sizeof(((srv_config *)0)->k), d, h}
+#define U(k, d, h) {#k, CF_U64, offsetof(srv_config, k), 0, d, h}
+#define Z(k, d, h) {#k, CF_SIZE, offsetof(srv_config, k), 0, d, h}
+#define B(k, d, h) {#k, CF_BOOL, offsetof(srv_config, k), 0, d, h}
+
+static const cf_setting settings[] = {
+    S(listen, "127.0.0.1:8765", "address and port to serve on (HOST:PORT; [::1]:PORT for IPv6)"),
+    S(cache_dir, ".pdbsym-cache", "folder for the SQLite cache and downloads"),
+    S(symbol_path, "", "upstream sources, _NT_SYMBOL_PATH syntax; empty: Microsoft's public symbol server"),
+    Z(cache_max_bytes, "0", "byte cap of the cache database; 0: the cache's default (2 GiB)"),
+    Z(mem_max_bytes, "0", "byte budget of modules kept parsed in memory; 0: default (256 MiB)"),
+    Z(max_pdb_bytes, "0", "largest file accepted for download (PDB, PE, unpacked .pd_); 0: default (4 GiB); never more than cache_max_bytes"),
+    U(max_parallel_downloads, "4", "HTTP transfers at once per symbol source"),
+    U(download_workers, "4", "threads that read folder sources, unpack, parse and store downloads"),
+    U(download_queue, "1000", "modules being looked up at once; a module beyond waits for room until its request's timeout, then is pending"),
+    U(download_connect_timeout, "10", "seconds to connect to a symbol server"),
+    U(download_first_byte_timeout, "30", "seconds from connecting to the first byte of the answer"),
+    U(download_timeout, "120", "seconds one transfer may take, at least (see download_min_rate)"),
+    Z(download_min_rate, "1M", "bytes/s: a transfer declaring N bytes may take N / download_min_rate seconds when that is longer than download_timeout"),
+    Z(download_low_speed, "1K", "bytes/s under which a transfer is abandoned ..."),
+    U(download_low_speed_time, "30", "... after this many seconds"),
+    U(download_retries, "2", "retries of a transfer after a 5xx, 408, 429, a timeout or a reset (never a 404)"),
+    U(download_retry_base_ms, "250", "first retry's wait; doubled each time, +-25%, at most 8 s"),
+    U(max_redirects, "5", "redirects followed per transfer (http and https only)"),
+    U(max_decoded_ratio, "64", "a content-encoded (gzip...) body may inflate at most this many times"),
+    U(source_fail_threshold, "3", "failed transfers in a row (404s are not failures) after which a source is left alone ..."),
+    U(source_backoff, "5", "... for this many seconds, doubled per further failure ..."),
+    U(source_backoff_max, "300", "... up to this many seconds"),
+    B(refuse_private_redirects, "false", "refuse redirects and file.ptr URLs to loopback, link-local and private addresses, unless the source's own address is one"),
+    U(negative_missing_ttl, "3600", "seconds a module no source has is remembered as missing"),
+    U(negative_malformed_ttl, "86400", "seconds a complete, clean download that cannot be read is remembered as malformed"),
+    U(negative_suspect_ttl, "300", "seconds an unreadable download that may not be the file (HTML page, no PDB signature, length unknown) is remembered"),
+    U(negative_error_ttl, "30", "seconds a fetch error, timeout or identity mismatch is remembered; doubled per further failure ..."),
+    U(negative_error_max_ttl, "3600", "... up to this many seconds"),
+    B(offline, "false", "never touch the network: answer from the cache and local folders only"),
+    Z(max_body_bytes, "8M", "largest request body; larger ones get 413"),
+    U(max_frames, "10000", "most frames in one request; more get 400"),
+    U(max_modules, "1000", "most modules in one request; more get 400"),
+    U(max_inflight, "64", "requests processed at once (health, ready, metrics excluded); more get 503"),
+    U(max_connections, "512", "open connections at once; more wait in the listen backlog"),
+    U(connection_timeout, "15", "seconds an idle or half-sent connection is kept"),
+    U(default_timeout, "30", "seconds a request waits for modules when it gives no timeout"),
+    U(max_timeout, "300", "largest timeout a request may ask for (seconds)"),
+    U(retry_after, "2", "seconds suggested to clients in retry_after / Retry-After"),
+    U(shutdown_grace, "30", "seconds SIGTERM waits for requests in flight before closing"),
+    S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static void seterr(char *err, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+}
+
+/* Parses "123", "8M", "2GiB", "64k" (binary multiples). */
+static bool parse_u64(const char *s, bool size, uint64_t *out) {
+  while (isspace((unsigned char)*s))
+    s++;
+  if (!isdigit((unsigned char)*s))
+    return false;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (errno)
+    return false;
+  uint64_t mul = 1;
+  if (size && *end) {
+    switch (tolower((unsigned char)*end)) {
+    case 'k': mul = 1ull << 10; break;
+    case 'm': mul = 1ull << 20; break;
+    case 'g': mul = 1ull << 30; break;
+    case 't': mul = 1ull << 40; break;
+    default: return false;
+    }
+    end++;
+    if (!strcasecmp(end, "ib") || !strcasecmp(end, "b"))
+      end += strlen(end);
+  }
+  while (isspace((unsigned char)*end))
+    end++;
+  if (*end)
+    return false;
+  if (mul > 1 && v > UINT64_MAX / mul)
+    return false;
+  *out = (uint64_t)v * mul;
+  return true;
+}
+
+static bool set_value(srv_config *c, const cf_setting *s, const char *val, char *err,
+                      size_t cap, const char *where) {
+  char *base = (char *)c + s->off;
+  switch (s->type) {
+  case CF_STR:
+    if (strlen(val) >= s->cap) {
+      seterr(err, cap, "%s: %s: value longer than %zu bytes", where, s->key, s->cap - 1);
+      return false;
+    }
+    memcpy(base, val, strlen(val) + 1);
+    return true;
+  case CF_U64:
+  case CF_SIZE:
+    if (!parse_u64(val, s->type == CF_SIZE, (uint64_t *)(void *)base)) {
+      seterr(err, cap, "%s: %s: '%s' is not a %s", where, s->key, val,
+             s->type == CF_SIZE ? "size (e.g. 512M)" : "non-negative integer");
+      return false;
+    }
+    return true;
+  case CF_BOOL:
+    if (!strcasecmp(val, "true") || !strcmp(val, "1") || !strcasecmp(val, "yes") ||
+        !strcasecmp(val, "on")) {
+      *(bool *)(void *)base = true;
+    } else if (!strcasecmp(val, "false") || !strcmp(val, "0") || !strcasecmp(val, "no") ||
+               !strcasecmp(val, "off")) {
+      *(bool *)(void *)base = false;
+    } else {
+      seterr(err, cap, "%s: %s: '%s' is not true or false", where, s->key, val);
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+/* Finds a setting by key, '-' and '_' alike. */
+static const cf_setting *find(const char *key, size_t len) {
+  for (size_t i = 0; i < NSETTINGS; i++) {
+    const char *k = settings[i].key;
+    if (strlen(k) != len)
+      continue;
+    size_t j = 0;
+    for (; j < len; j++) {
+      char a = key[j] == '-' ? '_' : key[j];
+      if (a != k[j])
+        break;
+    }
+    if (j == len)
+      return &settings[i];
+  }
+  return NULL;
+}
+
+static void trim(char **s) {
+  while (isspace((unsigned char)**s))
+    (*s)++;
+  size_t n = strlen(*s);
+  while (n && isspace((unsigned char)(*s)[n - 1]))
+    (*s)[--n] = '\0';
+}
+
+static bool load_file(srv_config *c, const char *path, char *err, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    seterr(err, cap, "config file %s: %s", path, strerror(errno));
+    return false;
+  }
+  char line[8192];
+  int no = 0;
+  bool ok = true;
+  while (ok && fgets(line, sizeof line, f)) {
+    no++;
+    char where[64];
+    snprintf(where, sizeof where, "line %d", no);
+    char *p = line;
+    trim(&p);
+    if (!*p || *p == '#')
+      continue;
+    char *eq = strchr(p, '=');
+    if (!eq) {
+      seterr(err, cap, "config file %s: line %d: expected key = value", path, no);
+      ok = false;
+      break;
+    }
+    *eq = '\0';
+    char *key = p, *val = eq + 1;
+    trim(&key);
+    trim(&val);
+    size_t vl = strlen(val);
+    if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+      val[vl - 1] = '\0';
+      val++;
+    }
+    const cf_setting *s = find(key, strlen(key));
+    if (!s) {
+      seterr(err, cap, "config file %s: line %d: unknown setting '%s'", path, no, key);
+      ok = false;
+      break;
+    }
+    char e2[512];
+    if (!set_value(c, s, val, e2, sizeof e2, where)) {
+      seterr(err, cap, "config file %s: %s", path, e2);
+      ok = false;
+    }
+  }
+  fclose(f);
+  return ok;
+}
+
+int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap) {
+  memset(c, 0, sizeof *c);
+  for (size_t i = 0; i < NSETTINGS; i++)
+    if (!set_value(c, &settings[i], settings[i].def, err, cap, "default"))
+      return 2;
+  /* environment */
+  for (size_t i = 0; i < NSETTINGS; i++) {
+    char name[64] = "PDBSYM_";
+    size_t n = strlen(name);
+    for (const char *k = settings[i].key; *k && n + 1 < sizeof name; k++)
+      name[n++] = (char)toupper((unsigned char)*k);
+    name[n] = '\0';
+    const char *v = getenv(name);
+    if (v && !set_value(c, &settings[i], v, err, cap, name))
+      return 2;
+  }
+  /* the config file: flag first, else PDBSYM_CONFIG */
+  const char *file = getenv("PDBSYM_CONFIG");
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: pdbsym serve [--config FILE] [--KEY VALUE]...\n\n"
+             "Serves POST /symbolicate and the routes api.md describes.\n"
+             "Exit status: 0 stopped by SIGTERM or SIGINT, 1 the cache or the port cannot\n"
+             "be opened, 2 a bad setting.\n\n");
+      cfg_help(stdout);
+      return 1;
+    }
+    if (!strcmp(argv[i], "--config")) {
+      if (i + 1 >= argc) {
+        seterr(err, cap, "--config needs a file");
+        return 2;
+      }
+      file = argv[++i];
+    } else if (!strncmp(argv[i], "--config=", 9)) {
+      file = argv[i] + 9;
+    }
+  }
+  if (file && *file) {
+    if (strlen(file) >= sizeof c->config_file) {
+      seterr(err, cap, "config file name too long");
+      return 2;
+    }
+    if (!load_file(c, file, err, cap))
+      return 2;
+    memcpy(c->config_file, file, strlen(file) + 1);
+  }
+  /* flags */
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--config")) {
+      i++;
+      continue;
+    }
+    if (!strncmp(a, "--config=", 9))
+      continue;
+    if (strncmp(a, "--", 2)) {
+      seterr(err, cap, "unexpected argument '%s'", a);
+      return 2;
+    }
+    a += 2;
+    const char *eq = strchr(a, '=');
+    size_t klen = eq ? (size_t)(eq - a) : strlen(a);
+    const cf_setting *s = find(a, klen);
+    if (!s) {
+      seterr(err, cap, "unknown option '--%.*s' (see --help)", (int)klen, a);
+      return 2;
+    }
+    const char *val;
+    if (eq) {
+      val = eq + 1;
+    } else if (s->type == CF_BOOL && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) {
+      val = "true";
+    } else if (i + 1 < argc) {
+      val = argv[++i];
+    } else {
+      seterr(err, cap, "--%s needs a value", s->key);
+      return 2;
+    }
+    char where[80];
+    snprintf(where, sizeof where, "--%s", s->key);
+    if (!set_value(c, s, val, err, cap, where))
+      return 2;
+  }
+  return 0;
+}
+
+void cfg_help(FILE *out) {
+  fprintf(out, "settings (flag --KEY, environment PDBSYM_KEY, config file `key = value`):\n");
+  for (size_t i = 0; i < NSETTINGS; i++) {
+    fprintf(out, "  %-28s default %-8s %s\n", settings[i].key,
+            *settings[i].def ? settings[i].def : "\"\"", settings[i].help);
+  }
+  fprintf(out, "  --config FILE (or PDBSYM_CONFIG) reads a config file; precedence:\n"
+               "  defaults < environment < config file < flags.\n");
+}
+
+void cfg_print(const srv_config *c, FILE *out) {
+  for (size_t i = 0; i < NSETTINGS; i++) {
+    const cf_setting *s = &settings[i];
+    const char *base = (const char *)c + s->off;
+    switch (s->type) {
+    case CF_STR:
+      fprintf(out, "%s = %s\n", s->key, base);
+      break;
+    case CF_U64:
+    case CF_SIZE:
+      fprintf(out, "%s = %llu\n", s->key,
+              (unsigned long long)*(const uint64_t *)(const void *)base);
+      break;
+    case CF_BOOL:
+      fprintf(out, "%s = %s\n", s->key, *(const bool *)(const void *)base ? "true" : "false");
+      break;
+    }
+  }
+}
+
+void cfg_dl_limits(const srv_config *c, dl_limits *out) {
+  memset(out, 0, sizeof *out);
+  out->connect_timeout_ms = (long)c->download_connect_timeout * 1000;
+  out->first_byte_timeout_ms = (long)c->download_first_byte_timeout * 1000;
+  out->transfer_timeout_ms = (long)c->download_timeout * 1000;
+  out->min_rate = c->download_min_rate;
+  out->low_speed_limit = (long)c->download_low_speed;
+  out->low_speed_time_s = (long)c->download_low_speed_time;
+  out->max_retries = c->download_retries ? (int)c->download_retries : -1;
+  out->retry_base_ms = (long)c->download_retry_base_ms;
+  out->max_redirects = (int)c->max_redirects;
+  out->max_decoded_ratio = c->max_decoded_ratio;
+  out->source_fail_threshold = (int)c->source_fail_threshold;
+  out->source_backoff_ms = (long)c->source_backoff * 1000;
+  out->source_backoff_max_ms = (long)c->source_backoff_max * 1000;
+  out->refuse_private = c->refuse_private_redirects;
+}
