@@ -74,6 +74,7 @@ typedef struct job {
   st_format format;
   char source[256];
   char error[256];
+  bool made_room;   /* the cache evicted for this job's download once already */
   store_entry ent;  /* a table the cache could not keep, pinned for the waiters */
   bool has_ent;
   int refs;         /* waiters + the job itself until done */
@@ -253,6 +254,7 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   sc.mem_max_bytes = cfg->mem_max_bytes;
   sc.negative_missing_ttl = cfg->negative_missing_ttl;
   sc.negative_malformed_ttl = cfg->negative_malformed_ttl;
+  sc.negative_error_ttl = e->cfg.negative_error_ttl;
   ps_err rc = store_open(&sc, &e->store, diag);
   if (rc != PS_E_OK) {
     engine_close(e);
@@ -522,15 +524,13 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
     if (status == MOD_MALFORMED && j->pdb.suspect)
       ttl = e->cfg.negative_suspect_ttl;
     if (status != MOD_FOUND) {
-      /* TODO(after the rooms split): store_put_negative_ttl with ttl, so fetch
-       * errors back off and suspect downloads get their own TTL; until then the
-       * store's fixed TTL per kind applies */
-      store_neg_kind kind = status == MOD_MALFORMED && !j->pdb.suspect ? STORE_NEG_MALFORMED
-                            : status == MOD_MISSING                   ? STORE_NEG_MISSING
-                                                                      : STORE_NEG_FETCH_ERROR;
+      /* missing and clean malformed answers keep the store's TTLs (ttl 0) */
+      store_neg_kind kind = status == MOD_MALFORMED ? STORE_NEG_MALFORMED
+                            : status == MOD_MISSING ? STORE_NEG_MISSING
+                                                    : STORE_NEG_FETCH_ERROR;
       for (int i = 0; i < nf; i++) {
         module_cache_key(&j->m, fmts[i], key, sizeof key);
-        store_put_negative(e->store, key, kind, j->error);
+        store_put_negative_ttl(e->store, key, kind, j->error, ttl);
       }
     }
     if (status != MOD_FOUND)
@@ -582,6 +582,31 @@ static void job_ingest(engine *e, job *j) {
   job_finish(e, j, MOD_FOUND, NULL);
 }
 
+/* A download did not fit in what the cache's cap leaves: the cache evicts
+ * least recently used modules to give it room (and a little more), once per
+ * job.  true when the job should look the module up again. */
+static bool make_room(engine *e, job *j, uint64_t need) {
+  j->made_room = true;
+  if (need > e->cfg.max_pdb_bytes)
+    return false;
+  uint64_t want = need + ((uint64_t)1 << 20);
+  uint64_t freed = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  ps_err rc = store_make_room(e->store, want, &freed, &d);
+  char msg[256];
+  log_line l;
+  log_begin(&l, LOG_INFO, "made room for a download");
+  log_str(&l, "debug_file", j->m.debug_file);
+  log_int(&l, "bytes", (long long)need);
+  log_int(&l, "freed", (long long)freed);
+  if (rc != PS_E_OK)
+    log_str(&l, "error", ps_diag_format(&d, msg, sizeof msg));
+  log_end(&l);
+  refresh_disk_budget(e);
+  return freed > 0 || rc == PS_E_OK;
+}
+
 /* Runs j until it waits for the network or is done.  One worker at a time. */
 static void job_step(engine *e, job *j) {
   char msg[256];
@@ -609,8 +634,13 @@ static void job_step(engine *e, job *j) {
       fetch_status st = fetch_op_step(j->op, fetch_verify_identity, &j->pdb, &res, &d);
       if (st == FETCH_PENDING)
         return;
+      uint64_t need = st == FETCH_ERROR ? fetch_op_room_needed(j->op) : 0;
       fetch_op_free(j->op);
       j->op = NULL;
+      if (need && !j->made_room && make_room(e, j, need)) {
+        j->stage = J_START; /* once more, with room */
+        break;
+      }
       if (st == FETCH_FOUND && j->pdb.st) {
         unlink(res.path);
         j->format = res.format;

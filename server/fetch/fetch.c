@@ -938,7 +938,8 @@ static dl_result copy_fd(fetcher *f, int fd, const struct stat *st, const char *
 typedef struct {
   fetcher *f;
   tmpfile_t *t;
-  int err; /* errno of a failed write */
+  int err;     /* errno of a failed write */
+  bool budget; /* the disk budget stopped it */
 } fd_sink;
 
 static ps_err cab_to_fd(void *ctx, const uint8_t *data, size_t len) {
@@ -946,13 +947,16 @@ static ps_err cab_to_fd(void *ctx, const uint8_t *data, size_t len) {
   ps_err r = tmp_write(s->f, s->t, data, len);
   if (r == PS_E_IO)
     s->err = errno;
+  if (r == PS_E_LIMIT)
+    s->budget = true;
   return r;
 }
 
 /* If t holds a cabinet, replaces it by the member named want (or the only
  * member), extracted under the inflated cap and the disk budget.  Returns
  * false with diag set when the cabinet is refused. */
-static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, ps_diag *diag) {
+static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, uint64_t *need,
+                        ps_diag *diag) {
   struct stat st;
   if (fstat(t->fd, &st) != 0) {
     ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot stat %.100s", t->path);
@@ -980,12 +984,14 @@ static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, ps_diag *dia
                 want);
     goto done;
   }
-  fd_sink fs = {f, &out, 0};
+  fd_sink fs = {f, &out, 0, false};
   ps_err r = cab_extract(a, i, f->max_inflated, cab_to_fd, &fs, diag);
-  if (r == PS_E_LIMIT && diag->code == PS_E_OK)
+  if (r == PS_E_LIMIT && fs.budget) {
+    *need = cab_size(a, i);
     ps_diag_set(diag, PS_E_LIMIT, "fetch", (size_t)-1,
                 "unpacking '%.100s': the download area's %llu-byte budget is used up", want,
                 (unsigned long long)atomic_load(&f->budget));
+  }
   else if (r == PS_E_IO && diag->code == PS_E_OK)
     ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot write %.100s: %s", out.path,
                 strerror(fs.err));
@@ -2102,9 +2108,16 @@ static bool consider(fetch_op *op, cand *c, fetch_verify_fn verify, void *vctx,
   const fetch_key *k = &op->keys[c->key];
   ps_diag d;
   ps_diag_clear(&d);
-  if (!maybe_uncab(f, &c->t, k->name, &d)) {
+  uint64_t need = 0;
+  if (!maybe_uncab(f, &c->t, k->name, &need, &d)) {
     tmp_drop(f, &c->t);
     op_note(op, &d, 2);
+    if (need) {
+      pthread_mutex_lock(&f->mu);
+      if (need > op->room_needed)
+        op->room_needed = need;
+      pthread_mutex_unlock(&f->mu);
+    }
     return false;
   }
   if (verify) {

@@ -12,6 +12,10 @@
    verify` reports it, `cache verify --fix` removes it; `cache clear` removes
    the next one; a restart removes the third.  A running server's own
    download area is never touched by them.
+4. A full cache (8 MiB, filled by `pdbsym cache _fill`) and a 6.3 MiB PDB (the
+   corpus's basic32, unpacked by cabextract; skipped without ../shared/corpus):
+   the download does not fit beside the database, so the cache evicts to make
+   room, once, and the module is found.
 Figures printed."""
 import json
 import os
@@ -173,6 +177,43 @@ try:
                                          for rec in s.logs()), json.dumps(s.logs())[:300])
     s.close()
     servers.remove(s)
+    # ---- 4. a full cache makes room for a download that does not fit beside it
+    corpus_pd = os.path.join(src, "..", "shared", "corpus", "other", "dump_syms", "basic32.pd_")
+    if not (os.path.exists(corpus_pd) and shutil.which("cabextract")):
+        print("full cache: skipped: ../shared/corpus or cabextract absent")
+    else:
+        key32 = "34060D222DBB44E5AA72243CE8326C2F2"
+        ex = os.path.join(tmp, "cabx")
+        subprocess.run(["cabextract", "-q", "-d", ex, corpus_pd], check=True)
+        big = open(os.path.join(ex, "basic32.pdb"), "rb").read()
+        up.put("basic32.pdb/%s/basic32.pdb" % key32, big)
+        full = os.path.join(tmp, "full")
+        cap = 8 << 20
+        e = dict(os.environ)
+        e.update({"PDBSYM_CACHE_DIR": full, "PDBSYM_CACHE_MAX_BYTES": str(cap)})
+        subprocess.run([BIN, "cache", "_fill", "--modules", "9", "--lines", "40000"], env=e,
+                       check=True, capture_output=True, timeout=120)
+        filled = folder_bytes(full)
+        s = Server(env={"PDBSYM_SYMBOL_PATH": "srv*" + up.url, "PDBSYM_OFFLINE": "false",
+                        "PDBSYM_CACHE_DIR": full, "PDBSYM_CACHE_MAX_BYTES": str(cap)})
+        servers.append(s)
+        disk = Sampler(lambda: folder_bytes(full), 0.01)
+        j = ask(s, [{"debug_file": "basic32.pdb", "debug_id": key32, "format": "windows"}], 60)
+        disk.stop()
+        m = j["modules"][0]
+        made = [r for r in s.logs() if r.get("msg") == "made room for a download"]
+        print("full cache (%.1f of %d MiB) and a %.1f MiB PDB: %s; made room: %s; folder at most %.1f MiB"
+              % (filled / 1048576.0, cap >> 20, len(big) / 1048576.0, m["status"],
+                 [(r.get("bytes"), r.get("freed")) for r in made], disk.max() / 1048576.0))
+        c.true("the cache was nearly full", filled > cap - (len(big) + (1 << 20)), filled)
+        c.eq("a download that does not fit beside the full cache is found", m["status"], "found")
+        c.true("the cache made room for it", len(made) == 1 and made[0].get("freed", 0) > 0, made)
+        # the download itself stays within the cap; what passes it is the WAL of
+        # the eviction (pages moved by the incremental vacuum), the cache's own
+        c.true("the folder within the cap plus the eviction's WAL", disk.max() <= cap + (2 << 20),
+               "%d bytes" % disk.max())
+        s.close()
+        servers.remove(s)
 finally:
     for s in servers:
         try:
