@@ -153,6 +153,7 @@ int cmd_fetch(int argc, char **argv) {
       return 2;
     }
     m.has_code_id = true;
+    snprintf(m.code_id_text, sizeof m.code_id_text, "%s", pos[1]);
   } else if (!module_parse_debug_id(pos[1], m.guid, &m.age, &why)) {
     fprintf(stderr, "pdbsym fetch: %s\n", why);
     return 2;

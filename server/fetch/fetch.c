@@ -72,6 +72,7 @@ enum {
   LAY_LOWER,        /* name/key/name: SSQP lower-cases whole paths */
   LAY_TWO_UPPER,    /* Na/Name/KEY/Name: the index2.txt two-tier layout */
   LAY_TWO_SYMSTORE, /* Na/Name/Key/Name */
+  LAY_GIVEN,        /* Name/key/Name, the code id as the caller spelt it (images) */
   NLAYOUTS
 };
 /* Variants of a file in one layout. */
@@ -79,7 +80,7 @@ enum { VAR_FILE, VAR_CAB, VAR_PTR, NVARS, VAR_TARGET = NVARS /* a file.ptr's tar
 
 static const bool layout_has[NLAYOUTS][NVARS] = {
     {true, true, true}, {true, true, true}, {true, false, false},
-    {true, true, true}, {true, true, true}};
+    {true, true, true}, {true, true, true}, {true, false, false}};
 
 static bool layout_two(int l) { return l == LAY_TWO_UPPER || l == LAY_TWO_SYMSTORE; }
 
@@ -109,6 +110,7 @@ typedef struct {
   char name[MODULE_NAME_MAX + 1];
   char upper[48];               /* GUID+age / TIMESTAMP+size, all upper case */
   char mixed[48];               /* symstore.exe's: image %08X%x, PDB GUID upper + age %x */
+  char given[48];               /* the caller's spelling (images), "" when none */
   st_format format;             /* the PDB format this key is for (UNKNOWN: image) */
 } fetch_key;
 
@@ -517,6 +519,12 @@ static bool make_key(const module_id *m, st_format fmt, bool image, fetch_key *k
       return false;
     snprintf(k->upper, sizeof k->upper, "%08X%X", m->code_timestamp, m->code_size);
     snprintf(k->mixed, sizeof k->mixed, "%08X%x", m->code_timestamp, m->code_size);
+    /* as given, if it names the same image (module_parse_code_id checked the digits) */
+    uint32_t ts, sz;
+    const char *w;
+    if (m->code_id_text[0] && module_parse_code_id(m->code_id_text, &ts, &sz, &w) &&
+        ts == m->code_timestamp && sz == m->code_size)
+      snprintf(k->given, sizeof k->given, "%s", m->code_id_text);
     k->format = ST_FORMAT_UNKNOWN;
   } else {
     if (!module_parse_file_name(m->debug_file, k->name, sizeof k->name, &why))
@@ -538,7 +546,10 @@ static bool make_key(const module_id *m, st_format fmt, bool image, fetch_key *k
 static void layout_path(const fetch_key *k, int l, int v, char out[FETCH_REL_MAX]) {
   char name[MODULE_NAME_MAX + 1], key[48], file[MODULE_NAME_MAX + 1], prefix[8] = "";
   snprintf(name, sizeof name, "%s", k->name);
-  snprintf(key, sizeof key, "%s", l == LAY_SYMSTORE || l == LAY_TWO_SYMSTORE ? k->mixed : k->upper);
+  snprintf(key, sizeof key, "%s",
+           l == LAY_SYMSTORE || l == LAY_TWO_SYMSTORE ? k->mixed
+           : l == LAY_GIVEN                          ? k->given
+                                                     : k->upper);
   snprintf(file, sizeof file, "%s", k->name);
   if (v == VAR_CAB)
     file[strlen(file) - 1] = '_';
@@ -565,7 +576,8 @@ typedef struct {
 
 static size_t plan_add(const fetch_key *k, plan_item *items, size_t n, int l, int v, int phase,
                        int tier) {
-  if (!layout_has[l][v] || (tier >= 0 && layout_two(l) != (tier == 1)))
+  if (!layout_has[l][v] || (tier >= 0 && layout_two(l) != (tier == 1)) ||
+      (l == LAY_GIVEN && !k->given[0]))
     return n;
   plan_item *it = &items[n];
   layout_path(k, l, v, it->rel);

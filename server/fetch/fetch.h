@@ -8,7 +8,8 @@
  * looked for under name.pdb/<GUID><age>/name.pdb (Windows) or
  * name.pdb/<GUID>FFFFFFFF/name.pdb (Portable), a PE image under
  * name.dll/<TIMESTAMP><SizeOfImage>/name.dll, in the casings real stores use
- * (all upper, symstore.exe's mixed case, SSQP's all lower), compressed
+ * (all upper, symstore.exe's mixed case, SSQP's all lower, and an image's
+ * code id as the caller spelt it), compressed
  * (name.pd_, a CAB), behind file.ptr, flat or two-tier (index2.txt); see
  * docs/fetch.md for the order.
  *
@@ -202,7 +203,7 @@ bool fetch_source_get(const fetcher *f, size_t i, fetch_source_info *out);
  * written (each at most FETCH_REL_MAX bytes with the NUL); 0 when m lacks what
  * the key needs. */
 #define FETCH_REL_MAX 800
-#define FETCH_VARIANTS 13
+#define FETCH_VARIANTS 14
 size_t fetch_candidates(const module_id *m, st_format fmt, bool image,
                         char out[FETCH_VARIANTS][FETCH_REL_MAX]);
 

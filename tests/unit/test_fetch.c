@@ -201,6 +201,15 @@ TEST(image_keys) {
   CHECK_EQ_S(c[4], "Holdout.Store.dll/CB649951a000/Holdout.Store.dl_");
   CHECK_EQ_S(c[6], "holdout.store.dll/cb649951a000/holdout.store.dll");
   CHECK_EQ_S(c[7], "Ho/Holdout.Store.dll/CB649951A000/Holdout.Store.dll");
+  /* the caller's own spelling of the code id is one more casing, last */
+  snprintf(m.code_id_text, sizeof m.code_id_text, "cb649951A000");
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 14);
+  CHECK_EQ_S(c[13], "Holdout.Store.dll/cb649951A000/Holdout.Store.dll");
+  /* ... not when it spells one of the others, nor when it names another image */
+  snprintf(m.code_id_text, sizeof m.code_id_text, "CB649951a000");
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 13);
+  snprintf(m.code_id_text, sizeof m.code_id_text, "cb649951b000");
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 13);
 }
 
 TEST(url_escape) {
