@@ -39,9 +39,9 @@ static void fetch_usage(FILE *out) {
           "Exit status: 0 written, 1 not found or the download failed, 2 usage error.\n");
 }
 
-static bool accept_any(void *ctx, const char *path, ps_diag *diag) {
+static bool accept_any(void *ctx, const fetch_file *file, ps_diag *diag) {
   (void)ctx;
-  (void)path;
+  (void)file;
   (void)diag;
   return true;
 }
@@ -69,6 +69,7 @@ int cmd_fetch(int argc, char **argv) {
   int nh = 0;
   settings set; /* PDBSYM_SYMBOL_PATH and the config file, as every command */
   settings_init(&set, argc, argv);
+  cfg_dl_limits(&set.cfg, &cfg.lim); /* the download settings (deadlines, retries...), as serve's */
   cfg.symbol_path = set.symbol_path;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -101,17 +102,17 @@ int cmd_fetch(int argc, char **argv) {
     } else if (a[0] == '-' && a[1] == '-' && v && parse_num(v, &n)) {
       i++;
       if (!strcmp(a, "--connect-timeout-ms"))
-        cfg.connect_timeout_ms = (long)n;
+        cfg.lim.connect_timeout_ms = (long)n;
       else if (!strcmp(a, "--low-speed-time"))
-        cfg.low_speed_time_s = (long)n;
+        cfg.lim.low_speed_time_s = (long)n;
       else if (!strcmp(a, "--low-speed-limit"))
-        cfg.low_speed_limit = (long)n;
+        cfg.lim.low_speed_limit = (long)n;
       else if (!strcmp(a, "--retries"))
-        cfg.max_retries = n == 0 ? -1 : (int)n;
+        cfg.lim.max_retries = n == 0 ? -1 : (int)n;
       else if (!strcmp(a, "--retry-base-ms"))
-        cfg.retry_base_ms = (long)n;
+        cfg.lim.retry_base_ms = (long)n;
       else if (!strcmp(a, "--max-redirects"))
-        cfg.max_redirects = (int)n;
+        cfg.lim.max_redirects = (int)n;
       else if (!strcmp(a, "--max-bytes"))
         cfg.max_download_bytes = (uint64_t)n;
       else if (!strcmp(a, "--max-inflated"))
@@ -152,6 +153,7 @@ int cmd_fetch(int argc, char **argv) {
       return 2;
     }
     m.has_code_id = true;
+    snprintf(m.code_id_text, sizeof m.code_id_text, "%s", pos[1]);
   } else if (!module_parse_debug_id(pos[1], m.guid, &m.age, &why)) {
     fprintf(stderr, "pdbsym fetch: %s\n", why);
     return 2;

@@ -23,6 +23,9 @@ typedef struct {
   uint32_t code_timestamp;              /* valid when has_code_id */
   uint32_t code_size;
   bool has_code_id;
+  char code_id_text[17];                /* the code id as the caller spelt it (9 to 16 hex
+                                           digits; stores are probed in that casing too),
+                                           "" when it came from a PE */
 } module_id;
 
 /* Reduces a debug or code file name to its last component (after '/' or '\')

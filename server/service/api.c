@@ -257,6 +257,7 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
                               &why))
       return fail(err, f, "invalid code_id: ", reason(why));
     out->id.has_code_id = true;
+    snprintf(out->id.code_id_text, sizeof out->id.code_id_text, "%s", json_string_value(ci));
   }
   return true;
 }

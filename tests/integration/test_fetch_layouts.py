@@ -55,7 +55,8 @@ def main():
     c.check(rc == 0 and got() == body, ".pd_ extracted byte-identical")
     h = srv.hits()
     c.check(h.get("/bar.pdb/%s/bar.pdb" % KEY) == 1 and h.get("/bar.pdb/%s/bar.pd_" % KEY) == 1
-            and len(h) == 2, ".pd_: plain then compressed, nothing more (%s)" % h)
+            and h.get("/bar.pdb/%s/file.ptr" % KEY) == 1 and len(h) == 3,
+            ".pd_: plain, then compressed and file.ptr together, nothing more (%s)" % h)
     # a stored (uncompressed) cabinet too
     put(root, "bar2.pdb/%s/bar2.pd_" % KEY,
         cabmake.make_cab([("bar2.pdb", body)], compress="none"))
