@@ -49,9 +49,12 @@ ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, uint8_t
                        size_t *out_len, ps_diag *diag);
 
 /* Sets the full name (Namespace.Type+Nested.Method) of every method of the
- * assembly's MethodDef table in st (st_set_method_name), before st_finish or
- * after (it keeps st finished if it was).  PS_E_NOT_FOUND when the image has
- * no CLI metadata. */
+ * assembly's MethodDef table in st (st_set_method_name), what compiler-
+ * generated code each one is and the user's method it comes from
+ * (st_set_method_user, clrnames.h), and the kickoff method of every state
+ * machine's MoveNext the PDB names none for (from the StateMachineAttribute
+ * on the kickoff method); before st_finish or after (it keeps st finished if
+ * it was).  PS_E_NOT_FOUND when the image has no CLI metadata. */
 ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
                        ps_diag *diag);
 
