@@ -3,6 +3,9 @@
  *
  * The JSON reader here knows just enough JSON (RFC 8259) for Source Link:
  * objects, arrays, strings with every escape, and the other values skipped.
+ * It also takes a comma before a closing '}' or ']' (System.Text.Json's
+ * AllowTrailingCommas), which real PDBs carry (symreader-portable's
+ * SourceLink.pdb).
  * Decoded strings never grow (an escape is at least as long as the bytes it
  * stands for), so one buffer the size of the input holds every key and URL.
  */
@@ -184,6 +187,10 @@ static bool jcontainer_skip(jp *j, int depth, char close) {
     if (c != ',')
       return fail(j);
     ws(j);
+    if (j->pos < j->n && j->s[j->pos] == close) { /* a trailing comma */
+      j->pos++;
+      return true;
+    }
   }
 }
 
@@ -273,6 +280,10 @@ static bool jdocuments(jp *j) {
     if (c != ',')
       return fail(j);
     ws(j);
+    if (j->pos < j->n && j->s[j->pos] == '}') { /* a trailing comma */
+      j->pos++;
+      return true;
+    }
   }
 }
 
@@ -313,6 +324,10 @@ static bool jroot(jp *j) {
     if (c != ',')
       return fail(j);
     ws(j);
+    if (j->pos < j->n && j->s[j->pos] == '}') { /* a trailing comma */
+      j->pos++;
+      return true;
+    }
   }
 }
 
@@ -398,6 +413,11 @@ ps_err sl_map_build(sl_map *m, const char *json, size_t len, ps_budget *budget, 
           break;
         if (c != ',') {
           ok = fail(&j);
+          break;
+        }
+        ws(&j);
+        if (j.pos < j.n && j.s[j.pos] == ']') { /* a trailing comma */
+          j.pos++;
           break;
         }
       }
@@ -487,6 +507,17 @@ bool sl_map_resolve(const sl_map *m, const char *path, char *out, size_t cap) {
   if (lo < m->nexact) {
     const sl_rule *r = &m->exact[lo];
     if (casecmp_n(m->buf + r->key, r->key_len, path, pl) == 0) {
+      /* of keys equal but for case (srcsrv lists "x.cs" and "X.cs" apart),
+       * the one spelled as the path is */
+      for (size_t k = lo; k < m->nexact; k++) {
+        const sl_rule *q = &m->exact[k];
+        if (casecmp_n(m->buf + q->key, q->key_len, path, pl) != 0)
+          break;
+        if (q->key_len == pl && memcmp(m->buf + q->key, path, pl) == 0) {
+          r = q;
+          break;
+        }
+      }
       if (!emit(out, cap, &o, m->buf + r->url, r->url_len, false))
         return false;
       out[o] = '\0';

@@ -80,13 +80,19 @@ TEST(source_link_rules) {
            "https://h/\xF0\x9F\x98\x80/x");
   want_url("{\"documents\":{\"/n\\u0000/*\":\"https://h/*\"}}", "/n", NULL); /* no NUL in keys */
   want_url("{\"documents\":{}}", "/a", NULL);
+  /* trailing commas, as System.Text.Json's AllowTrailingCommas takes them */
+  want_url("{\"documents\": {\"/a/*\": \"u/*\", }, \"x\": [1, 2, ], }", "/a/b", "u/b");
+  want_url("[{\"documents\":{\"/a/*\":\"u/*\"}},]", "/a/b", "u/b");
+  /* exact keys equal but for case: the one spelled as the path, else the first */
+  want_url("{\"documents\":{\"C:\\\\x.cs\":\"u/x\",\"C:\\\\X.cs\":\"u/X\"}}", "C:\\X.cs", "u/X");
+  want_url("{\"documents\":{\"C:\\\\x.cs\":\"u/x\",\"C:\\\\X.cs\":\"u/X\"}}", "c:\\x.CS", "u/x");
   want_url("{}", "/a", NULL);
 }
 
 TEST(source_link_hostile) {
   const char *bad[] = {"", "{", "{\"documents\":", "{\"documents\":{\"a\":}}", "[{},",
                        "{\"documents\":{\"a\":\"b\"}} x", "{\"a\":\"\\q\"}", "{\"a\":\"\\u12\"}",
-                       "{\"a\" \"b\"}", "nul", "{\"a\":\"b\",}", "\"str\"",
+                       "{\"a\" \"b\"}", "nul", "{\"a\":\"b\",,}", "\"str\"", "{,}", "[,]",
                        "{\"documents\":{\"a\":\"line\nbreak\"}}"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     want_bad(bad[i], strlen(bad[i]));
