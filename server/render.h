@@ -14,10 +14,9 @@
 
 #include "symtab.h"
 
-/* Per-module rendering state: the module's Source Link map, parsed once. */
+/* Per-module rendering state (the module's Source Link map is its symtab's). */
 typedef struct {
   const symtab *st;
-  json_t *sourcelink; /* the "documents" object, or NULL */
 } render_module;
 
 void render_module_init(render_module *rm, const symtab *st);
