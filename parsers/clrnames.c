@@ -4,7 +4,8 @@
  * ("<M>g__Name|"), MakeStateMachineTypeName ("<M>d__N", "<M>d" for lambdas
  * and local functions), MakeLambdaDisplayClassName ("<>c__DisplayClass") and
  * MakeCachedFrameInstanceName's class ("<>c"); the native C# compiler used the
- * same ones for lambdas, display classes and iterators.
+ * same ones for lambdas, display classes and iterators.  Of Visual Basic's
+ * names only the state machines' carry the method ("VB$StateMachine_1_Foo").
  */
 #include "clrnames.h"
 
@@ -72,8 +73,26 @@ static cn_kind method_kind(cn_span name, cn_span *user, cn_span *local, int leve
 
 typedef enum { T_USER, T_CLOSURE, T_STATE_MACHINE, T_OTHER } type_kind;
 
+/* Visual Basic's state machines (Roslyn's VB GeneratedNames): "VB$StateMachine_"
+ * method ordinal '_' method name */
+static bool vb_state_machine(cn_span name, cn_span *inner) {
+  static const char prefix[] = "VB$StateMachine_";
+  size_t n = sizeof prefix - 1, i = n;
+  if (name.n <= n || memcmp(name.p, prefix, n) != 0)
+    return false;
+  while (i < name.n && name.p[i] >= '0' && name.p[i] <= '9')
+    i++;
+  if (i == n || i + 1 >= name.n || name.p[i] != '_')
+    return false;
+  inner->p = name.p + i + 1;
+  inner->n = name.n - i - 1;
+  return true;
+}
+
 static type_kind classify_type(cn_span name, cn_span *inner) {
   cn_span rest;
+  if (vb_state_machine(name, inner))
+    return T_STATE_MACHINE;
   if (!split_generated(name, inner, &rest))
     return name.n && name.p[0] == '<' ? T_OTHER : T_USER;
   if (inner->n == 0 && rest.n >= 1 && rest.p[0] == 'c')

@@ -12,6 +12,7 @@
  *   <SumAsync>d__3          state machine of SumAsync                  (type)
  *   <<Run>b__4>d            state machine of a lambda written in Run   (type)
  *   <>c, <>c__DisplayClass10_0   closure classes holding lambdas       (type)
+ *   VB$StateMachine_1_Foo   Visual Basic's state machine of Foo        (type)
  *
  * cn_classify takes the names of a method's declaring type and of its
  * enclosing types (outermost first) and the method's own name, and says which

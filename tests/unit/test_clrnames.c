@@ -79,6 +79,8 @@ TEST(state_machines) {
          "Locals", "LaterAsync");
   expect("Ns.P/<Scaled>d__4", "<>m__Finally1", CN_STATE_MACHINE, 1, "Scaled", NULL);
   expect("Ns.P/<Fire>d__5", ".ctor", CN_STATE_MACHINE, 1, "Fire", NULL);
+  expect("N3.G/VB$StateMachine_2_It2", "MoveNext", CN_STATE_MACHINE, 1, "It2", NULL);
+  expect("N3.G/VB$StateMachine_12_My_Method", "Dispose", CN_STATE_MACHINE, 1, "My_Method", NULL);
 }
 
 TEST(user_code_and_other_generated_names) {
@@ -101,6 +103,9 @@ TEST(hostile_names) {
   expect("Ns.C", "<<<<M>b__0", 0, 0, NULL, NULL);
   expect("Ns.C", "<M>>b__0", 0, 0, NULL, NULL);
   expect("Ns.C", "", 0, 0, NULL, NULL);
+  expect("Ns.C/VB$StateMachine_", "MoveNext", 0, 0, NULL, NULL);
+  expect("Ns.C/VB$StateMachine_1_", "MoveNext", 0, 0, NULL, NULL);
+  expect("Ns.C/VB$StateMachine_x_Foo", "MoveNext", 0, 0, NULL, NULL);
   expect("<<M>b__0>d", "MoveNext", 0, 0, NULL, NULL); /* no user type left */
   expect("Ns.C/<M>d__1/<N>d__2", "MoveNext", 0, 0, NULL, NULL);
   expect("Ns.C/<<<<<<M>b__0>b__0>b__0>b__0>b__0>d", "MoveNext", 0, 0, NULL, NULL);
