@@ -102,7 +102,7 @@ static bool read_build(const build_t *b, symtab *st, ps_budget *bud, bool with_i
     size_t pl = len;
     e = PS_E_OK;
     if (b->embedded) {
-      e = pe_embedded_pdb(data, len, 1 << 24, &inflated, &pl, &d);
+      e = pe_embedded_pdb(data, len, 1 << 24, NULL, &inflated, &pl, &d);
       pdb = inflated;
     }
     if (e == PS_E_OK)
