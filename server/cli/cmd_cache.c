@@ -174,6 +174,8 @@ static bool same_answer(const st_answer *a, const st_answer *b) {
     const st_symbol *x = &a->syms[i], *y = &b->syms[i];
     if (!same_str(x->function, y->function) || !same_str(x->mangled, y->mangled) ||
         !same_str(x->file, y->file) || !same_str(x->async_method, y->async_method) ||
+        !same_str(x->user_method, y->user_method) ||
+        !same_str(x->local_function, y->local_function) || x->generated != y->generated ||
         x->line != y->line || x->column != y->column || x->end_line != y->end_line ||
         x->end_column != y->end_column || x->function_offset != y->function_offset ||
         x->kickoff_token != y->kickoff_token || x->inlined != y->inlined ||

@@ -4,12 +4,12 @@
  */
 #include "render_json.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clrnames.h"
 #include "module.h"
 
 /* A JSON string from bytes that may not be valid UTF-8 (names and paths come
@@ -77,66 +77,23 @@ static char *dump(json_t *o) {
   return s;
 }
 
-void render_module_init(render_module *rm, const symtab *st) {
-  rm->st = st;
-  rm->sourcelink = NULL;
-  if (!st || !st->source_link)
-    return;
-  json_error_t err;
-  json_t *root = json_loads(st_s(st, st->source_link), 0, &err);
-  if (!root)
-    return;
-  json_t *docs = json_object_get(root, "documents");
-  if (json_is_object(docs))
-    rm->sourcelink = json_incref(docs);
-  json_decref(root);
-}
+void render_module_init(render_module *rm, const symtab *st) { rm->st = st; }
 
-void render_module_free(render_module *rm) {
-  json_decref(rm->sourcelink);
-  rm->sourcelink = NULL;
-}
+void render_module_free(render_module *rm) { rm->st = NULL; }
 
+/* The map is the symtab's (parsed once per module, sourcelink.h): Portable
+ * PDBs' Source Link, Windows PDBs' sourcelink streams and srcsrv alike. */
 bool render_source_link(const render_module *rm, const char *path, char *out, size_t cap) {
-  if (!rm->sourcelink || !path || !cap)
-    return false;
-  const char *key;
-  json_t *val;
-  const char *best_url = NULL;
-  size_t best_len = 0;
-  bool best_wild = false;
-  json_object_foreach(rm->sourcelink, key, val) {
-    if (!json_is_string(val))
-      continue;
-    size_t kl = strlen(key);
-    bool wild = kl > 0 && key[kl - 1] == '*';
-    size_t pl = wild ? kl - 1 : kl;
-    if (strlen(path) < pl)
-      continue;
-    bool match = true;
-    for (size_t i = 0; i < pl && match; i++)
-      match = tolower((unsigned char)key[i]) == tolower((unsigned char)path[i]);
-    if (!match || (!wild && path[pl] != '\0'))
-      continue;
-    if (!best_url || pl > best_len || (!wild && best_wild)) {
-      best_url = json_string_value(val);
-      best_len = pl;
-      best_wild = wild;
-    }
+  return rm->st && path && st_source_link(rm->st, path, out, cap);
+}
+
+static const char *generated_name(uint32_t g) {
+  switch (g) {
+  case CN_LAMBDA: return "lambda";
+  case CN_LOCAL_FUNCTION: return "local_function";
+  case CN_STATE_MACHINE: return "state_machine";
+  default: return NULL;
   }
-  if (!best_url)
-    return false;
-  size_t o = 0;
-  for (const char *u = best_url; *u && o + 1 < cap; u++) {
-    if (*u == '*' && best_wild) {
-      for (const char *r = path + best_len; *r && o + 1 < cap; r++)
-        out[o++] = *r == '\\' ? '/' : *r;
-    } else {
-      out[o++] = *u;
-    }
-  }
-  out[o] = '\0';
-  return true;
 }
 
 /* The "symbols" array for an answer (innermost first). */
@@ -170,6 +127,13 @@ static json_t *render_symbols(const render_module *rm, const st_answer *a) {
       json_object_set_new(o, "function_offset", render_hex(s->function_offset, 0));
     if (s->async_method)
       json_object_set_new(o, "async_method", render_string(s->async_method));
+    const char *gen = generated_name(s->generated);
+    if (s->user_method && gen) {
+      json_object_set_new(o, "user_method", render_string(s->user_method));
+      json_object_set_new(o, "generated", json_string(gen));
+      if (s->local_function)
+        json_object_set_new(o, "local_function", render_string(s->local_function));
+    }
     json_array_append_new(arr, o);
   }
   return arr;

@@ -22,10 +22,10 @@
 
 struct json_t;
 
-/* Per-module rendering state: the module's Source Link map, parsed once. */
+/* Per-module rendering state (the module's Source Link map is its symtab's,
+ * sourcelink.h, parsed once when the module is loaded). */
 typedef struct {
   const symtab *st;
-  struct json_t *sourcelink; /* internal: the "documents" object, or NULL */
 } render_module;
 
 void render_module_init(render_module *rm, const symtab *st);

@@ -8,6 +8,10 @@ tests/unit/test_cli_lookup.c; this test covers the rest:
   columns, and with the image (`--image`, or the PE itself for an embedded PDB)
   the full method name; hidden sequence points per the contract's rule;
   addresses on the command line and on standard input, in input order;
+  `source_link` by the fixture's Source Link map (which those readers find in
+  every PDB), and `async_method`, `user_method`, `generated` and
+  `local_function` against ClrDump (Demo.dll.clr.jsonl: reflection's state
+  machines, Roslyn's lambda maps), with the image and from a Windows PDB alone;
 - bad addresses: an `invalid` frame each, exit 0;
 - unreadable or unparseable files: one line on stderr, exit 2, nothing on stdout;
 - `dump`: the identity llvm-pdbutil recorded in the native MANIFEST.
@@ -62,8 +66,36 @@ def expected_answers(sps):
     return want
 
 
-def check_managed(what, args, sps, names):
+def source_link_url(path):
+    """The fixture's one Source Link rule (src/sourcelink.json), applied."""
+    docs = json.load(open(os.path.join(clilib.MANAGED, "src", "sourcelink.json")))["documents"]
+    (key, url), = docs.items()
+    if key.endswith("*") and path.lower().startswith(key[:-1].lower()):
+        return url.replace("*", path[len(key) - 1:].replace("\\", "/"))
+    return None
+
+
+def generated_answers(build, names):
+    """token -> the fields ClrDump's oracle says a frame of that method has."""
+    want = {}
+    clr = [json.loads(x) for x in open(os.path.join(clilib.MANAGED, build, "Demo.dll.clr.jsonl"))]
+    for o in clr:
+        if o["kind"] == "generated":
+            user = o["user_method"] if names else o["user_method"].replace("+", ".")
+            want.setdefault(o["token"], {}).update(user_method=user, generated=o["generated"],
+                                                   local_function=o["local_function"])
+    for o in clr:
+        if o["kind"] == "state_machine":
+            k = o["kickoff_method"]
+            want.setdefault(o["move_next"], {})["async_method"] = k if names else k.rsplit(".", 1)[-1]
+    return want
+
+
+def check_managed(what, args, sps, names, build=None):
     want = expected_answers(sps)
+    extras = generated_answers(build, names) if build else {}
+    fields = ("async_method", "user_method", "generated", "local_function")
+    nextra = 0
     addrs = sorted(want)
     text = ["%s+%d" % (t, il) for t, il in addrs]
     # half on the command line (hex IL offsets there), all on stdin
@@ -89,11 +121,18 @@ def check_managed(what, args, sps, names):
             ok = ok and s.get("function") == full_name(w["name"])
         else:
             ok = ok and bool(s.get("function"))
+        ok = ok and s.get("source_link") == source_link_url(w["file"])
+        if build:
+            e = extras.get(tok, {})
+            ok = ok and all(s.get(f) == e.get(f) for f in fields)
+            nextra += bool(e)
         if not ok:
             bad += 1
             if bad <= 3:
                 print("  %s %s+%d: got %s\n    want %s" % (what, tok, il, json.dumps(g), json.dumps(w)))
     c.eq("%s: answers not matching the oracle (of %d)" % (what, len(addrs)), bad, 0)
+    if build:
+        c.true("%s: generated-code frames among them" % what, nextra > 50, nextra)
     return len(addrs)
 
 
@@ -103,16 +142,16 @@ try:
         d = os.path.join(clilib.MANAGED, build)
         sps = [x for x in map(json.loads, open(os.path.join(d, "Demo.pdb.srm.jsonl"))) if x["kind"] == "sp"]
         n += check_managed(build + " --image", ["--image", os.path.join(d, "Demo.dll"), os.path.join(d, "Demo.pdb")],
-                           sps, True)
+                           sps, True, build)
     d = os.path.join(clilib.MANAGED, "embedded-debug")
     sps = [x for x in map(json.loads, open(os.path.join(d, "Demo.dll.srm.jsonl"))) if x["kind"] == "sp"]
-    n += check_managed("embedded-debug (the PE)", [os.path.join(d, "Demo.dll")], sps, True)
+    n += check_managed("embedded-debug (the PE)", [os.path.join(d, "Demo.dll")], sps, True, "embedded-debug")
     for build in ("windows-debug", "windows-release"):
         d = os.path.join(clilib.MANAGED, build)
         sps = [x for x in map(json.loads, open(os.path.join(d, "Demo.pdb.winpdb.jsonl"))) if x["kind"] == "sp"]
         n += check_managed(build + " --image", ["--image", os.path.join(d, "Demo.dll"), os.path.join(d, "Demo.pdb")],
-                           sps, True)
-        n += check_managed(build + " alone", [os.path.join(d, "Demo.pdb")], sps, False)
+                           sps, True, build)
+        n += check_managed(build + " alone", [os.path.join(d, "Demo.pdb")], sps, False, build)
     print("  %d managed addresses checked" % n)
 
     # ---- bad addresses: invalid frames, exit 0, order kept
@@ -177,9 +216,11 @@ try:
         os.unlink(p)
     c.eq("dump: native fixtures whose identity differs from llvm-pdbutil's", bad, 0)
     rc, out, err = sb.run(["dump", os.path.join(clilib.MANAGED, "embedded-debug", "Demo.dll")])
+    srm_pdb = [x for x in map(json.loads, open(os.path.join(clilib.MANAGED, "embedded-debug", "Demo.dll.srm.jsonl")))
+               if x["kind"] == "pdb"]
     c.eq("dump of an embedded Portable PDB", (rc, json.loads(out).get("format") if rc == 0 else None,
                                               json.loads(out).get("debug_id", "")[:36] if rc == 0 else None),
-         (0, "portable", "5b4025c5-305d-4b17-931e-f9aeb09a8943"))
+         (0, "portable", srm_pdb[0]["id_guid"] if srm_pdb else "?"))
 finally:
     sb.close()
 c.done()

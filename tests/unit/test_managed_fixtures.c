@@ -183,6 +183,8 @@ TEST(manifest_lists_files_that_exist_with_their_magic) {
     } else if (strcmp(r->kind, "csharp-source") == 0) {
       CHECK(n > 0 && contains(b, n, "namespace Pdbsym.Fixtures", 25));
       seen_src++;
+    } else if (strcmp(r->kind, "sourcelink-json") == 0) {
+      CHECK(n > 0 && contains(b, n, "\"documents\"", 11));
     } else {
       CHECK(strncmp(r->kind, "expected-", 9) == 0);
     }
