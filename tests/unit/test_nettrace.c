@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "nettrace.h"
+#include "ntcode.h"
 #include "test.h"
 
 static const char *tfms[] = {"net10.0", "net9.0", "net8.0"};
@@ -86,6 +87,8 @@ typedef struct {
 
 typedef struct {
   nt_trace_info ti;
+  ntc_table code; /* the code map (ntcode.h) */
+  ps_budget budget;
   strs methods, modules, maps;
   strs counts;
   sample *samples;
@@ -123,6 +126,8 @@ static void guid_str(const uint8_t g[16], char out[37]) {
 
 static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag *d) {
   memset(out, 0, sizeof *out);
+  ps_budget_init(&out->budget, (size_t)64 << 20);
+  ntc_init(&out->code, &out->budget);
   nt_stream s;
   nt_stream_init(&s, 0);
   size_t cap = 1 << 12, wlen = 0, fpos = 0;
@@ -240,6 +245,8 @@ static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag
                    event_name(m), m->version, ml.method_id, ml.module_id, ml.start, ml.size,
                    ml.token, ml.flags & ~0x380u, a, bb, c, ml.rejit);
           strs_add(&out->methods, line);
+          if (nt_classify(m) == NT_EV_METHOD_LOAD)
+            CHECK(ntc_add_method(&out->code, &ml));
           break;
         }
         case NT_EV_IL_MAP: {
@@ -255,6 +262,7 @@ static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag
           for (size_t i = 0; i < im.count && o < 8000; i++)
             o += snprintf(line + o, sizeof line - (size_t)o, " %u", nt_il_map_native(&im, i));
           strs_add(&out->maps, line);
+          CHECK(ntc_add_il_map(&out->code, &im));
           break;
         }
         case NT_EV_MODULE_LOAD:
@@ -271,6 +279,8 @@ static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag
                    " flags %u %s|%s pdb %s age %u %s", event_name(m), m->version, mo.module_id,
                    mo.assembly_id, mo.flags, a, bb, g, mo.pdb_age, c);
           strs_add(&out->modules, line);
+          if (nt_classify(m) == NT_EV_MODULE_LOAD)
+            CHECK(ntc_add_module(&out->code, &mo));
           break;
         }
         case NT_EV_SAMPLE: {
@@ -314,6 +324,7 @@ static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag
 }
 
 static void reading_free(reading *r) {
+  ntc_free(&r->code);
   strs_free(&r->methods);
   strs_free(&r->modules);
   strs_free(&r->maps);
@@ -478,6 +489,43 @@ static void check_fixture(const char *tfm) {
   }
   CHECK_EQ_U(bad_stack, 0);
   printf("  %s: %zu sample stacks with %zu frames equal to TraceLog's\n", tfm, nst, frames);
+
+  /* the code map: every frame's method (token, name) and IL offset by the
+   * runtime's rule, as the oracle computed them from TraceEvent's events */
+  CHECK_EQ_U(ntc_finish(&rd.code), PS_E_OK);
+  size_t with_method = 0, with_il = 0, bad_code = 0;
+  for (size_t i = 0; i < nst; i++) {
+    json_t *fr = json_object_get(st[i], "frames");
+    for (size_t j = 0; j < json_array_size(fr); j++) {
+      json_t *f = json_array_get(fr, j);
+      ntc_answer a;
+      bool found = ntc_lookup(&rd.code, jhex(f, "ip"), j == 0, &a);
+      bool want = json_object_get(f, "token") != NULL;
+      char name[1024];
+      if (found)
+        snprintf(name, sizeof name, "%s.%s", ntc_s(&rd.code, a.method->ns),
+                 ntc_s(&rd.code, a.method->name));
+      bool ok = found == want;
+      if (ok && want) {
+        ok = a.method->token == jhex(f, "token") && !strcmp(name, jstr(f, "event_method"));
+        with_method++;
+        if (json_object_get(f, "il")) {
+          ok = ok && a.il == jint(f, "il");
+          with_il++;
+        } else {
+          ok = ok && a.il == -1;
+        }
+      }
+      if (!ok && bad_code++ < 5)
+        fprintf(stderr, "%s: sample %zu frame %zu ip %s: ours %s %s il %d, oracle %s il %lld\n",
+                tfm, i, j, jstr(f, "ip"), found ? "found" : "none", found ? name : "",
+                found ? a.il : 0, jstr(f, "event_method"), jint(f, "il"));
+    }
+  }
+  CHECK_EQ_U(bad_code, 0);
+  CHECK(with_il > 100);
+  printf("  %s: %zu frames in trace methods, %zu with IL offsets, equal to the runtime's rule\n",
+         tfm, with_method, with_il);
 
   for (size_t i = 0; i < nev; i++)
     json_decref(ev[i]);
