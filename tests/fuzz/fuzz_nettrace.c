@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nettrace.h"
+#include "ntcode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -22,7 +23,7 @@ static void check_diag(ps_err e, const ps_diag *d) {
 }
 
 static void walk_block(const nt_block *b, int format, uint32_t ptr, nt_metadata *metas,
-                       size_t *nmeta) {
+                       size_t *nmeta, ntc_table *code) {
   ps_diag d;
   ps_diag_clear(&d);
   ps_err e = PS_E_OK;
@@ -59,8 +60,10 @@ static void walk_block(const nt_block *b, int format, uint32_t ptr, nt_metadata 
         case NT_EV_METHOD_UNLOAD: {
           nt_method_load m;
           pe = nt_decode_method_load(ev.payload, ev.payload_len, metas[i].version, &m, &pd);
-          if (pe == PS_E_OK)
+          if (pe == PS_E_OK) {
             nt_u16_to_utf8(m.name, buf, sizeof buf);
+            (void)ntc_add_method(code, &m);
+          }
           break;
         }
         case NT_EV_IL_MAP: {
@@ -68,14 +71,18 @@ static void walk_block(const nt_block *b, int format, uint32_t ptr, nt_metadata 
           pe = nt_decode_il_map(ev.payload, ev.payload_len, metas[i].version, &m, &pd);
           for (size_t k = 0; pe == PS_E_OK && k < m.count; k++)
             (void)(nt_il_map_il(&m, k) + (int32_t)nt_il_map_native(&m, k));
+          if (pe == PS_E_OK)
+            (void)ntc_add_il_map(code, &m);
           break;
         }
         case NT_EV_MODULE_LOAD:
         case NT_EV_MODULE_UNLOAD: {
           nt_module_load m;
           pe = nt_decode_module_load(ev.payload, ev.payload_len, metas[i].version, &m, &pd);
-          if (pe == PS_E_OK)
+          if (pe == PS_E_OK) {
             nt_u16_to_utf8(m.pdb_path, buf, 7);
+            (void)ntc_add_module(code, &m);
+          }
           break;
         }
         case NT_EV_SAMPLE: {
@@ -99,8 +106,11 @@ static void walk_block(const nt_block *b, int format, uint32_t ptr, nt_metadata 
       const uint8_t *ips;
       size_t n;
       e = nt_stacks_next(&it, &id, &ips, &n, &have, &d);
-      if (e == PS_E_OK && have && n)
-        (void)nt_stack_ip(ips, n - 1, ptr);
+      if (e == PS_E_OK && have && n && ntc_finish(code) == PS_E_OK) {
+        ntc_answer a;
+        for (size_t k = 0; k < n && k < 64; k++)
+          (void)ntc_lookup(code, nt_stack_ip(ips, k, ptr), k == 0, &a);
+      }
     }
     break;
   }
@@ -123,7 +133,19 @@ static void walk_block(const nt_block *b, int format, uint32_t ptr, nt_metadata 
   check_diag(e, &d);
 }
 
+static int run(const uint8_t *data, size_t size, ntc_table *code);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  ps_budget b;
+  ps_budget_init(&b, (size_t)16 << 20);
+  ntc_table code;
+  ntc_init(&code, &b);
+  run(data, size, &code);
+  ntc_free(&code);
+  return 0;
+}
+
+static int run(const uint8_t *data, size_t size, ntc_table *code) {
   static nt_metadata metas[MAX_META];
   size_t nmeta = 0;
   nt_stream s;
@@ -159,7 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (te == PS_E_OK)
         ptr = ti.pointer_size;
     } else if (b.kind != NT_BLOCK_NONE) {
-      walk_block(&b, s.format, ptr, metas, &nmeta);
+      walk_block(&b, s.format, ptr, metas, &nmeta, code);
     }
   }
   return 0;
