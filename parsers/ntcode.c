@@ -29,6 +29,7 @@ void ntc_free(ntc_table *t) {
   release(t, t->methods, t->cmethods * sizeof *t->methods);
   release(t, t->maps, t->cmaps * sizeof *t->maps);
   release(t, t->entries, t->centries * sizeof *t->entries);
+  release(t, t->seen, t->seen_cap * sizeof *t->seen);
   memset(t, 0, sizeof *t);
 }
 
@@ -85,6 +86,53 @@ static uint32_t add_u16(ntc_table *t, nt_u16 s) {
   return add_str(t, buf, n);
 }
 
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0x7fb5d329728ea185ULL;
+  h ^= h >> 27;
+  return h;
+}
+
+/* true when h was not seen before (and records it); false for a repeat or
+ * on failure (t->err set) */
+static bool first_sight(ntc_table *t, uint64_t h) {
+  if (h == 0)
+    h = 1;
+  if ((t->nseen + 1) * 2 > t->seen_cap) {
+    size_t ncap = t->seen_cap ? t->seen_cap * 2 : 1024;
+    ps_err e = PS_E_OK;
+    uint64_t *ns = ps_alloc_array(t->budget, ncap, sizeof *ns, &e);
+    if (!ns) {
+      t->err = e ? e : PS_E_NOMEM;
+      return false;
+    }
+    for (size_t i = 0; i < t->seen_cap; i++) {
+      if (!t->seen[i])
+        continue;
+      size_t s = (size_t)t->seen[i] & (ncap - 1);
+      while (ns[s])
+        s = (s + 1) & (ncap - 1);
+      ns[s] = t->seen[i];
+    }
+    release(t, t->seen, t->seen_cap * sizeof *t->seen);
+    t->seen = ns;
+    t->seen_cap = ncap;
+  }
+  size_t mask = t->seen_cap - 1;
+  for (size_t s = (size_t)h & mask;; s = (s + 1) & mask) {
+    if (t->seen[s] == h) {
+      t->duplicates++;
+      return false;
+    }
+    if (!t->seen[s]) {
+      t->seen[s] = h;
+      t->nseen++;
+      return true;
+    }
+  }
+}
+
 bool ntc_add_module(ntc_table *t, const nt_module_load *m) {
   for (size_t i = 0; i < t->nmodules; i++)
     if (t->modules[i].module_id == m->module_id)
@@ -108,6 +156,9 @@ bool ntc_add_module(ntc_table *t, const nt_module_load *m) {
 }
 
 bool ntc_add_method(ntc_table *t, const nt_method_load *m) {
+  uint64_t h = mix(mix(mix(mix(mix(1, m->start), m->size), m->method_id), m->rejit), m->token);
+  if (!first_sight(t, h))
+    return t->err == PS_E_OK;
   if (!grow(t, (void **)&t->methods, &t->cmethods, t->nmethods + 1, sizeof *t->methods))
     return false;
   ntc_method *o = &t->methods[t->nmethods];
@@ -136,6 +187,11 @@ bool ntc_add_method(ntc_table *t, const nt_method_load *m) {
 bool ntc_add_il_map(ntc_table *t, const nt_il_map *m) {
   if (m->extent != 0) /* a cold part: not emitted by the runtime's JIT today */
     return true;
+  uint64_t h = mix(mix(mix(2, m->method_id), m->rejit), m->count);
+  for (size_t i = 0; i < m->count; i++)
+    h = mix(h, (uint64_t)nt_il_map_native(m, i) << 32 | (uint32_t)nt_il_map_il(m, i));
+  if (!first_sight(t, h))
+    return t->err == PS_E_OK;
   if (!grow(t, (void **)&t->maps, &t->cmaps, t->nmaps + 1, sizeof *t->maps) ||
       !grow(t, (void **)&t->entries, &t->centries, t->nentries + m->count, sizeof *t->entries))
     return false;

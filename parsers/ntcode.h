@@ -80,6 +80,11 @@ typedef struct {
   ntc_entry *entries;
   size_t nentries, centries;
   uint32_t seq;
+  /* hashes of the bodies and maps added, so that a trace repeating them
+   * (rundowns, concatenated sessions) does not grow the table */
+  uint64_t *seen;
+  size_t nseen, seen_cap;
+  uint64_t duplicates;
   ps_err err; /* sticky */
   bool finished;
 } ntc_table;
@@ -91,7 +96,8 @@ static inline const char *ntc_s(const ntc_table *t, uint32_t off) {
 }
 
 /* Each returns false (and sets t->err) when the budget is exhausted. A module
- * seen again (load, then rundown) keeps its first record. */
+ * seen again (load, then rundown) keeps its first record; a method body or a
+ * map identical to one already added is dropped (counted in duplicates). */
 bool ntc_add_module(ntc_table *t, const nt_module_load *m);
 bool ntc_add_method(ntc_table *t, const nt_method_load *m);
 bool ntc_add_il_map(ntc_table *t, const nt_il_map *m); /* extent 0 only; others ignored */
