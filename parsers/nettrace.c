@@ -528,10 +528,11 @@ size_t nt_u16_to_utf8(nt_u16 s, char *dst, size_t cap) {
 }
 
 static void copy_utf8(char *dst, size_t cap, const uint8_t *p, size_t n) {
-  if (n >= cap)
+  if (n >= cap) { /* cut at a character boundary: p[n] starts the first byte left out */
     n = cap - 1;
-  while (n > 0 && (p[n] & 0xC0) == 0x80) /* cut at a character boundary */
-    n--;
+    while (n > 0 && (p[n] & 0xC0) == 0x80)
+      n--;
+  }
   memcpy(dst, p, n);
   dst[n] = '\0';
 }

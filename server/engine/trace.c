@@ -315,7 +315,7 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
   /* new: room in the arena and the slots (at most half full), else flush */
   size_t need_slots = j->islots_cap;
   while ((j->ninterned + 1) * 2 > need_slots)
-    need_slots = need_slots ? need_slots * 2 : 1024;
+    need_slots = need_slots ? need_slots * 2 : 64;
   size_t need_arena = j->ilen + n;
   if (intern_bytes(need_slots, need_arena) > j->opt.stack_budget) {
     if (j->ninterned == 0)
@@ -334,7 +334,7 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
     for (size_t i = 0; i < j->islots_cap; i++) {
       if (!j->islots[i].hash)
         continue;
-      size_t s = (size_t)mix64(j->islots[i].full) & (need_slots - 1);
+      size_t s = (size_t)j->islots[i].full & (need_slots - 1);
       while (ns[s].hash)
         s = (s + 1) & (need_slots - 1);
       ns[s] = j->islots[i];
@@ -344,7 +344,7 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
     j->islots_cap = need_slots;
   }
   if (need_arena > j->iarena_cap) {
-    size_t nc = j->iarena_cap ? j->iarena_cap : 1 << 14;
+    size_t nc = j->iarena_cap ? j->iarena_cap : 1024;
     while (nc < need_arena)
       nc *= 2;
     if (intern_bytes(j->islots_cap, nc) > j->opt.stack_budget)
@@ -387,7 +387,14 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
 
 static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
   uint32_t t;
-  if (!thread_index(j, ev->thread_id, &t, d))
+  uint64_t tid = ev->thread_id;
+  if (j->format == 6) /* a thread index: its OS id when a ThreadBlock gave one */
+    for (size_t k = 0; k < j->nv6; k++)
+      if (j->v6_threads[k].index == tid) {
+        tid = j->v6_threads[k].tid;
+        break;
+      }
+  if (!thread_index(j, tid, &t, d))
     return d->code;
   tj_thread *th = &j->threads[t];
   if (ev->timestamp < th->first_ts)
@@ -472,6 +479,10 @@ static ps_err on_metadata(trace_job *j, const nt_block *b, ps_diag *d) {
     e = nt_metadata_next(&it, &m, &have, d);
     if (e != PS_E_OK || !have)
       break;
+    if (m.id < j->nmeta_by_id && j->meta_by_id[m.id] != TJ_NONE) { /* defined again */
+      j->metas[j->meta_by_id[m.id]] = (tj_meta){m.id, (uint8_t)nt_classify(&m), m.version};
+      continue;
+    }
     if (m.id >= MAX_METADATA || j->nmetas >= MAX_METADATA)
       return ps_diag_set(d, PS_E_LIMIT, "MetadataBlock", (size_t)b->offset,
                          "metadata id %u over the limit of %d", m.id, MAX_METADATA);
@@ -527,7 +538,29 @@ static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
     }
     return e;
   }
-  default: return PS_E_OK; /* V6 thread and label blocks: nothing pdbsym needs */
+  case NT_BLOCK_THREAD: { /* V6: events name threads by index */
+    nt_thread_iter it;
+    ps_err e = nt_threads_begin(&it, b, d);
+    bool have = true;
+    while (e == PS_E_OK && have) {
+      nt_thread t;
+      e = nt_threads_next(&it, &t, &have, d);
+      if (e != PS_E_OK || !have || !t.has_thread_id)
+        continue;
+      size_t k = 0;
+      while (k < j->nv6 && j->v6_threads[k].index != t.index)
+        k++;
+      if (k == j->nv6) {
+        if (!tj_grow(j, (void **)&j->v6_threads, &j->cv6, j->nv6 + 1, sizeof *j->v6_threads, d))
+          return d->code;
+        j->nv6++;
+      }
+      j->v6_threads[k].index = t.index;
+      j->v6_threads[k].tid = t.os_thread_id;
+    }
+    return e;
+  }
+  default: return PS_E_OK; /* V6 label lists: nothing pdbsym needs */
   }
 }
 
@@ -567,6 +600,10 @@ ps_err trace_job_open(const trace_options *o, trace_job **out, ps_diag *d) {
 void trace_job_set_progress(trace_job *j, trace_progress_fn fn, void *ctx) {
   j->progress = fn;
   j->progress_ctx = ctx;
+}
+
+void trace_job_set_deadline(trace_job *j, uint64_t deadline_ms) {
+  j->opt.resolve_deadline_ms = deadline_ms;
 }
 
 const trace_stats *trace_job_stats(const trace_job *j) { return &j->stats; }
@@ -677,6 +714,7 @@ void trace_job_close(trace_job *j) {
   free(j->threads);
   free(j->metas);
   free(j->meta_by_id);
+  free(j->v6_threads);
   free(j->frames);
   free(j->frame_slots);
   free(j->fstrs);

@@ -18,7 +18,7 @@
 #include "ntcode.h"
 #include "test.h"
 
-static const char *tfms[] = {"net10.0", "net9.0", "net8.0"};
+static const char *tfms[] = {"net10.0", "net9.0", "net8.0", "v6"};
 
 static char *path_of(const char *tfm, const char *file) {
   const char *root = getenv("PDBSYM_SOURCE_DIR");
@@ -141,6 +141,7 @@ static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag
     int n;
   } cnt[64];
   size_t ncnt = 0;
+  uint64_t v6_tid[64] = {0}; /* V6: thread index -> OS thread id */
   ps_err e = PS_E_OK;
   for (;;) {
     size_t used, need;
@@ -196,6 +197,16 @@ static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag
           for (size_t i = 0; i < r->n; i++)
             r->ips[i] = nt_stack_ip(ips, i, out->ti.pointer_size);
         }
+      }
+    } else if (b.kind == NT_BLOCK_THREAD) {
+      nt_thread_iter it;
+      e = nt_threads_begin(&it, &b, d);
+      bool have = true;
+      while (e == PS_E_OK && have) {
+        nt_thread th;
+        e = nt_threads_next(&it, &th, &have, d);
+        if (e == PS_E_OK && have && th.has_thread_id && th.index < 64)
+          v6_tid[th.index] = th.os_thread_id;
       }
     } else if (b.kind == NT_BLOCK_SP) {
       nt_sequence_point sp;
@@ -291,7 +302,7 @@ static ps_err read_trace(const uint8_t *file, size_t flen, reading *out, ps_diag
             out->samples = realloc(out->samples, out->cap * sizeof *out->samples);
           }
           sample *sm = &out->samples[out->nsamples++];
-          sm->thread = ev.thread_id;
+          sm->thread = s.format == 6 && ev.thread_id < 64 ? v6_tid[ev.thread_id] : ev.thread_id;
           sm->ts = ev.timestamp;
           sm->nips = 0;
           for (size_t i = 0; i < nstacks; i++)

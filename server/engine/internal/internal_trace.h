@@ -104,6 +104,8 @@ struct trace_job {
   size_t addr_slots_cap;
   tj_thread *threads;
   size_t nthreads, cthreads, last_thread;
+  struct { uint64_t index, tid; } *v6_threads; /* V6 ThreadBlock rows */
+  size_t nv6, cv6;
   tj_frame *frames;
   size_t nframes, cframes;
   uint32_t *frame_slots;
