@@ -12,7 +12,7 @@
 #      TraceLog  tracelog/TraceLogBench FILE FIXTURE (net10.0, TraceEvent 4.0.0):
 #                the .etlx conversion, then every sample's stack with names and
 #                a source line per code address
-#   and once more ours with a 1 MiB stack budget (spilling);
+#   and once more ours with a 4 KiB stack budget (flushing to the spill file);
 # 3. prints samples per second, maximum RSS, the ratios, and our counted peaks.
 #
 # pdbsym is taken from $PDBSYM_BIN, else build/pdbsym.  Needs python3, GNU time
@@ -53,7 +53,7 @@ env_ours=(env PDBSYM_CACHE_DIR="$tmp/cache" PDBSYM_LOG_LEVEL=error)
 measure ours "${env_ours[@]}" "$bin" trace --offline --quiet --pdb-dir "$fix" "$tmp/big.nettrace" \
   -o /dev/null --stats "$tmp/ours.stats"
 measure spill "${env_ours[@]}" "$bin" trace --offline --quiet --pdb-dir "$fix" "$tmp/big.nettrace" \
-  -o /dev/null --stack-budget 1M --stats "$tmp/spill.stats"
+  -o /dev/null --stack-budget 4K --stats "$tmp/spill.stats"
 samples=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["samples"])' "$tmp/ours.stats")
 if [ $have_dotnet = 1 ]; then
   measure tracelog dotnet "$tmp/tracelog/TraceLogBench.dll" "$tmp/big.nettrace" "$fix"
@@ -67,7 +67,7 @@ row() { # name label
 }
 echo "samples: $samples"
 row ours "pdbsym trace (32 MiB stack budget)"
-row spill "pdbsym trace (1 MiB stack budget)"
+row spill "pdbsym trace (4 KiB stack budget)"
 row tracelog "TraceEvent TraceLog + SymbolReader"
 if [ -f "$tmp/tracelog.fig" ]; then
   read -r ow _ orss < "$tmp/ours.fig"
@@ -77,4 +77,4 @@ if [ -f "$tmp/tracelog.fig" ]; then
   echo "TraceLog: $(cat "$tmp/tracelog.out")"
 fi
 echo "pdbsym peaks (counted): $(cat "$tmp/ours.stats")"
-echo "pdbsym peaks, 1 MiB budget: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in d if k.startswith("peak") or k in ("stack_flushes","spill_bytes")})' "$tmp/spill.stats")"
+echo "pdbsym peaks, 4 KiB budget: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in d if k.startswith("peak") or k in ("stack_flushes","spill_bytes")})' "$tmp/spill.stats")"
