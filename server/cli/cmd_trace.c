@@ -39,10 +39,12 @@ static void trace_usage(FILE *out) {
           "  --pdb-dir DIR         look for PDBs (NAME.pdb) and assemblies here first;\n"
           "                        may be given up to %d times\n"
           "  --stack-budget N      bytes of interned stacks kept in memory before they\n"
-          "                        are spilled to disk (default %zu MiB; K M G suffixes)\n"
+          "                        are spilled to disk (default: the trace_stack_budget\n"
+          "                        setting, %zu MiB; K M G suffixes)\n"
           "  --code-budget N       bytes for the trace's methods, addresses and frames\n"
-          "                        (default %zu MiB)\n"
-          "  --spill-dir DIR       folder for the spill file (default $TMPDIR or /tmp)\n"
+          "                        (default: trace_code_budget, %zu MiB)\n"
+          "  --spill-dir DIR       folder for the spill file (default: trace_spill_dir,\n"
+          "                        else $TMPDIR or /tmp)\n"
           "  --quiet               no progress line on a terminal\n"
           "  --stats FILE          write the job's counters and memory peaks there (JSON)\n"
           "%s\n"
@@ -237,6 +239,13 @@ int cmd_trace(int argc, char **argv) {
     trace_usage(stderr);
     return 2;
   }
+  /* the budgets' defaults are the service's settings (PDBSYM_TRACE_STACK_BUDGET, ...) */
+  if (!opt.stack_budget)
+    opt.stack_budget = (size_t)set.cfg.trace_stack_budget;
+  if (!opt.code_budget)
+    opt.code_budget = (size_t)set.cfg.trace_code_budget;
+  if (!opt.spill_dir && set.cfg.trace_spill_dir[0])
+    opt.spill_dir = set.cfg.trace_spill_dir;
   FILE *in = strcmp(file, "-") ? fopen(file, "rb") : stdin;
   if (!in) {
     fprintf(stderr, "pdbsym trace: cannot open %s: %s\n", file, strerror(errno));

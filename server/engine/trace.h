@@ -96,6 +96,9 @@ ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *loc
 ps_err trace_job_write(trace_job *j, trace_format f, trace_write_fn w, void *wctx,
                        ps_diag *diag);
 void trace_job_set_progress(trace_job *j, trace_progress_fn fn, void *ctx);
+/* Modules still downloading at deadline_ms (CLOCK_MONOTONIC ms, engine_now_ms)
+ * are answered without symbols; 0: no limit. */
+void trace_job_set_deadline(trace_job *j, uint64_t deadline_ms);
 const trace_stats *trace_job_stats(const trace_job *j);
 void trace_job_close(trace_job *j);
 
