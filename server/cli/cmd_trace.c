@@ -176,13 +176,11 @@ int cmd_trace(int argc, char **argv) {
   bool quiet = false;
   const char *stats_path = NULL;
   for (int i = 1; i < argc; i++) {
-    int used = settings_flag(&set, argc, argv, i);
+    int used = settings_flag(&set, argc, argv, &i);
     if (used < 0)
       return 2;
-    if (used > 0) {
-      i += used - 1;
+    if (used > 0)
       continue;
-    }
     const char *a = argv[i];
     bool has_value = i + 1 < argc;
     uint64_t n;
