@@ -317,7 +317,16 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
   while ((j->ninterned + 1) * 2 > need_slots)
     need_slots = need_slots ? need_slots * 2 : 64;
   size_t need_arena = j->ilen + n;
-  if (intern_bytes(need_slots, need_arena) > j->opt.stack_budget) {
+  /* what the table would hold after growing: capacities, not use, count */
+  size_t acap = j->iarena_cap;
+  if (need_arena > acap) {
+    acap = acap ? acap : 256;
+    while (acap < need_arena)
+      acap *= 2;
+    if (intern_bytes(need_slots, acap) > j->opt.stack_budget)
+      acap = need_arena; /* no slack past the budget */
+  }
+  if (intern_bytes(need_slots, acap) > j->opt.stack_budget) {
     if (j->ninterned == 0)
       return ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stats.bytes,
                          "one stack of %u frames does not fit the %zu-byte stack budget", n,
@@ -343,17 +352,12 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
     j->islots = ns;
     j->islots_cap = need_slots;
   }
-  if (need_arena > j->iarena_cap) {
-    size_t nc = j->iarena_cap ? j->iarena_cap : 1024;
-    while (nc < need_arena)
-      nc *= 2;
-    if (intern_bytes(j->islots_cap, nc) > j->opt.stack_budget)
-      nc = need_arena; /* no slack past the budget */
-    uint32_t *na = realloc(j->iarena, nc * sizeof *na);
+  if (acap != j->iarena_cap) {
+    uint32_t *na = realloc(j->iarena, acap * sizeof *na);
     if (!na)
       return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
     j->iarena = na;
-    j->iarena_cap = nc;
+    j->iarena_cap = acap;
   }
   size_t mask = j->islots_cap - 1;
   size_t s = (size_t)h & mask;
