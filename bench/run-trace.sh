@@ -35,7 +35,8 @@ echo "trace: $copies copies of $fix/workload.nettrace, $((size / 1048576)) MiB"
 
 have_dotnet=0
 if command -v dotnet >/dev/null; then
-  dotnet build "$here/tracelog" -c Release -o "$tmp/tracelog" -nologo -v q >/dev/null && have_dotnet=1
+  cp -r "$here/tracelog" "$tmp/tracelog-src" # builds outside the repository
+  dotnet build "$tmp/tracelog-src" -c Release -o "$tmp/tracelog" -nologo -v q >/dev/null && have_dotnet=1
 fi
 
 measure() { # name, command...
