@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
+#include "machine_paths.h"
 #include "nettrace.h"
 #include "ntcode.h"
 #include "test.h"
@@ -724,8 +725,36 @@ TEST(v6_blocks) {
   CHECK_EQ_U(pos, n);
 }
 
+/* No folder of the machine that made or runs the fixtures is in them (the
+ * traces carry module paths and a command line; make.sh runs the program
+ * from /_/nettrace). */
+TEST(no_machine_paths) {
+  static const char *files[] = {"workload.nettrace", "Workload.dll", "Workload.pdb",
+                                "workload.speedscope.json"};
+  mp_needles nd;
+  mp_init(&nd);
+  size_t checked = 0;
+  for (size_t t = 0; t < sizeof tfms / sizeof tfms[0]; t++)
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+      size_t len;
+      uint8_t *b = slurp(path_of(tfms[t], files[f]), &len);
+      CHECK(b != NULL);
+      if (!b)
+        continue;
+      const char *hit = mp_find(&nd, b, len);
+      if (hit) {
+        t_failed_checks++;
+        fprintf(stderr, "%s/%s holds %s\n", tfms[t], files[f], hit);
+      }
+      checked++;
+      free(b);
+    }
+  CHECK_EQ_U(checked, 16);
+}
+
 int main(void) {
   RUN(fixtures_match_traceevent);
+  RUN(no_machine_paths);
   RUN(truncated_and_garbled);
   RUN(v6_blocks);
   return test_summary();
