@@ -4,12 +4,16 @@
 # something is missing.
 #   scripts/deps.sh         build and run dependencies
 #   scripts/deps.sh --test  plus what the test suite uses
+#   scripts/deps.sh --fuzz  plus clang's libFuzzer runtime, for -DPDBSYM_FUZZ=ON builds
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev
       libcurl4-openssl-dev zlib1g-dev libmspack-dev curl ca-certificates)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(clang lld llvm python3 sqlite3 cabextract util-linux procps nginx)
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+  pkgs+=(clang libclang-rt-14-dev)
 fi
 
 missing=()
