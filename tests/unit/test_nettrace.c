@@ -536,6 +536,46 @@ static void check_fixture(const char *tfm) {
   }
   CHECK_EQ_U(bad_code, 0);
   CHECK(with_il > 100);
+
+  /* the IL rule at every native offset of every mapped body (the oracle's
+   * ilrule runs: [first offset, IL] where the IL changes) */
+  size_t nrule;
+  json_t **rule = load_jsonl_gz(path_of(tfm, "workload.ilrule.jsonl.gz"), &nrule);
+  CHECK(nrule > 50);
+  size_t offsets = 0, bad_rule = 0, special = 0;
+  for (size_t i = 0; i < nrule; i++) {
+    ntc_answer a;
+    uint64_t start = jhex(rule[i], "start");
+    bool found = ntc_lookup(&rd.code, start, true, &a) && a.method->start == start;
+    CHECK(found);
+    if (!found)
+      continue;
+    json_t *runs = json_object_get(rule[i], "runs");
+    size_t size = (size_t)jint(rule[i], "size");
+    CHECK_EQ_U(a.method->size, size);
+    size_t r = 0;
+    for (uint32_t off = 0; off < size; off++) {
+      while (r + 1 < json_array_size(runs) &&
+             json_integer_value(json_array_get(json_array_get(runs, r + 1), 0)) <= off)
+        r++;
+      long long want = json_integer_value(json_array_get(json_array_get(runs, r), 1));
+      ntc_mapping how;
+      int32_t got = ntc_il_for_native(&rd.code, a.method, off, &how);
+      if (how == NTC_MAP_PROLOG || how == NTC_MAP_EPILOG || how == NTC_MAP_UNMAPPED)
+        special++;
+      if (got != want && bad_rule++ < 5)
+        fprintf(stderr, "%s: body %s offset %u: IL %d, oracle %lld\n", tfm, jstr(rule[i], "start"),
+                off, got, want);
+      offsets++;
+    }
+  }
+  CHECK_EQ_U(bad_rule, 0);
+  CHECK(special > 0);
+  printf("  %s: the IL rule at %zu native offsets of %zu bodies (%zu in prolog, epilog or\n"
+         "    unmapped code) equal to the oracle's\n", tfm, offsets, nrule, special);
+  for (size_t i = 0; i < nrule; i++)
+    json_decref(rule[i]);
+  free(rule);
   printf("  %s: %zu frames in trace methods, %zu with IL offsets, equal to the runtime's rule\n",
          tfm, with_method, with_il);
 
