@@ -271,7 +271,8 @@ static uint32_t normalize_map(ntc_table *t, uint32_t first, uint32_t count, int3
     if (tmp[i].il > *last_il)
       *last_il = tmp[i].il;
   }
-  qsort(tmp, count, sizeof *tmp, cmp_sort_entry);
+  if (count > 1)
+    qsort(tmp, count, sizeof *tmp, cmp_sort_entry);
   uint32_t n = 0;
   for (uint32_t i = 0; i < count; i++) {
     if (n > 0 && t->entries[first + n - 1].il == tmp[i].il)
@@ -302,7 +303,8 @@ ps_err ntc_finish(ntc_table *t) {
     if (t->maps[i].count != NTC_NONE) /* NTC_NONE: already attached by an earlier finish */
       p[k++] = (pairing){t->maps[i].method_id, t->maps[i].rejit, t->maps[i].seq, (uint32_t)i,
                          true};
-  qsort(p, k, sizeof *p, cmp_pairing);
+  if (k > 1)
+    qsort(p, k, sizeof *p, cmp_pairing);
   for (size_t i = 0; i < k;) {
     size_t j = i;
     uint32_t pending_body = NTC_NONE, pending_map = NTC_NONE;
@@ -350,8 +352,10 @@ ps_err ntc_finish(ntc_table *t) {
   /* maps are consumed: a later finish must not pair them again */
   for (size_t i = 0; i < t->nmaps; i++)
     t->maps[i].count = NTC_NONE;
-  qsort(t->modules, t->nmodules, sizeof *t->modules, cmp_module);
-  qsort(t->methods, t->nmethods, sizeof *t->methods, cmp_method);
+  if (t->nmodules > 1) /* (qsort's array may not be NULL even when empty) */
+    qsort(t->modules, t->nmodules, sizeof *t->modules, cmp_module);
+  if (t->nmethods > 1)
+    qsort(t->methods, t->nmethods, sizeof *t->methods, cmp_method);
   /* one body seen twice (JIT event, then rundown): keep the first, and its map
    * if only the second has one */
   size_t n = 0;

@@ -249,7 +249,8 @@ static ps_err window_add_block(trace_job *j, const nt_block *b, ps_diag *d) {
       j->wstacks = nw;
       j->cwin = nc;
     }
-    memcpy(j->win + j->win_len, ips, bytes);
+    if (bytes)
+      memcpy(j->win + j->win_len, ips, bytes);
     if (j->nwin > 0 && j->wstacks[j->nwin - 1].id >= id)
       j->win_sorted = false;
     j->wstacks[j->nwin++] = (tj_wstack){id, (uint32_t)n, j->win_len};
@@ -306,7 +307,8 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
       tj_islot *sl = &j->islots[s];
       if (!sl->hash)
         break;
-      if (sl->hash == h32 && sl->n == n && !memcmp(j->iarena + sl->off, a, n * sizeof *a)) {
+      if (sl->hash == h32 && sl->n == n &&
+          (n == 0 || !memcmp(j->iarena + sl->off, a, n * sizeof *a))) {
         *id = sl->id;
         return PS_E_OK;
       }
@@ -363,7 +365,8 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
   size_t s = (size_t)h & mask;
   while (j->islots[s].hash)
     s = (s + 1) & mask;
-  memcpy(j->iarena + j->ilen, a, n * sizeof *a);
+  if (n)
+    memcpy(j->iarena + j->ilen, a, n * sizeof *a);
   j->islots[s] = (tj_islot){h32, n, (uint32_t)j->ilen, j->next_stack_id, h};
   j->ilen += n;
   j->ninterned++;
@@ -1038,7 +1041,8 @@ ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d) {
         break;
       }
       size_t k = id - first_id;
-      memcpy(frames, arena + st_off[k], st_n[k] * sizeof *frames);
+      if (st_n[k])
+        memcpy(frames, arena + st_off[k], st_n[k] * sizeof *frames);
       e = fn(ctx, t, ts, frames, st_n[k]);
       if (e)
         break;
