@@ -70,7 +70,7 @@ static void walk_block(const nt_block *b, int format, uint32_t ptr, nt_metadata 
           nt_il_map m;
           pe = nt_decode_il_map(ev.payload, ev.payload_len, metas[i].version, &m, &pd);
           for (size_t k = 0; pe == PS_E_OK && k < m.count; k++)
-            (void)(nt_il_map_il(&m, k) + (int32_t)nt_il_map_native(&m, k));
+            (void)((uint32_t)nt_il_map_il(&m, k) ^ nt_il_map_native(&m, k));
           if (pe == PS_E_OK)
             (void)ntc_add_il_map(code, &m);
           break;
