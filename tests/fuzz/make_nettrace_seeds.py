@@ -15,7 +15,8 @@ paths the runtime's own traces do not take:
 
 The real trace beside them (net10-small.nettrace) is made by
 tests/fixtures/nettrace/make.sh.
-Usage: make_nettrace_seeds.py OUT_DIR
+The same seeds go to corpus/trace, for fuzz_trace (the trace job).
+Usage: make_nettrace_seeds.py [OUT_DIR]   (default: tests/fuzz/corpus/nettrace and .../trace)
 """
 import os
 import struct
@@ -159,11 +160,13 @@ def v6_blocks():
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus", "nettrace")
-    os.makedirs(out, exist_ok=True)
-    for name, data in (("v5-uncompressed.nettrace", v5_uncompressed()), ("v6-blocks.nettrace", v6_blocks())):
-        with open(os.path.join(out, name), "wb") as f:
-            f.write(data)
+    corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+    outs = sys.argv[1:] or [os.path.join(corpus, "nettrace"), os.path.join(corpus, "trace")]
+    for out in outs:
+        os.makedirs(out, exist_ok=True)
+        for name, data in (("v5-uncompressed.nettrace", v5_uncompressed()), ("v6-blocks.nettrace", v6_blocks())):
+            with open(os.path.join(out, name), "wb") as f:
+                f.write(data)
 
 
 if __name__ == "__main__":
