@@ -99,7 +99,7 @@ bool tj_grow(trace_job *j, void **arr, size_t *cap, size_t need, size_t size, ps
 
 /* ---- spill file ---- */
 
-static ps_err spill_open(trace_job *j, ps_diag *d) {
+FILE *tj_tempfile(trace_job *j, ps_diag *d) {
   const char *dir = j->opt.spill_dir;
   if (!dir || !*dir)
     dir = getenv("TMPDIR");
@@ -108,14 +108,23 @@ static ps_err spill_open(trace_job *j, ps_diag *d) {
   char path[4096];
   snprintf(path, sizeof path, "%s/pdbsym-trace-XXXXXX", dir);
   int fd = mkstemp(path);
-  if (fd < 0)
-    return ps_diag_set(d, PS_E_IO, "trace", 0, "spill file in %s: %s", dir, strerror(errno));
-  unlink(path); /* gone when closed */
-  j->spill = fdopen(fd, "w+b");
-  if (!j->spill) {
-    close(fd);
-    return ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s", strerror(errno));
+  if (fd < 0) {
+    ps_diag_set(d, PS_E_IO, "trace", 0, "temporary file in %s: %s", dir, strerror(errno));
+    return NULL;
   }
+  unlink(path); /* gone when closed */
+  FILE *f = fdopen(fd, "w+b");
+  if (!f) {
+    close(fd);
+    ps_diag_set(d, PS_E_IO, "trace", 0, "temporary file: %s", strerror(errno));
+  }
+  return f;
+}
+
+static ps_err spill_open(trace_job *j, ps_diag *d) {
+  j->spill = tj_tempfile(j, d);
+  if (!j->spill)
+    return d->code;
   setvbuf(j->spill, NULL, _IOFBF, 1 << 16);
   return PS_E_OK;
 }

@@ -131,25 +131,36 @@ static double ms_of(const trace_job *j, uint64_t ts) {
 
 /* ---- speedscope ---- */
 
+/* One replay of the spill file writes the samples of up to SS_GROUP threads,
+ * each into its own temporary file, which are then copied into the answer in
+ * thread order: ceil(threads / SS_GROUP) replays, not one per thread. */
+#define SS_GROUP 64
+
 typedef struct {
-  out_t *o;
-  uint32_t thread;
-  uint64_t written;
+  FILE *f[SS_GROUP];
+  uint64_t written[SS_GROUP];
+  const int *slot; /* thread index -> slot in f, or -1 */
+  bool failed;
 } ss_ctx;
 
 static ps_err ss_sample(void *c, uint32_t thread, uint64_t ts, const uint32_t *frames,
                         uint32_t n) {
   (void)ts;
   ss_ctx *x = c;
-  if (thread != x->thread)
+  int k = x->slot[thread];
+  if (k < 0)
     return PS_E_OK;
-  if (x->written++)
-    put(x->o, ",", 1);
-  put(x->o, "[", 1);
+  FILE *f = x->f[k];
+  if (x->written[k]++)
+    fputc(',', f);
+  fputc('[', f);
   for (uint32_t i = n; i > 0; i--) /* speedscope lists a stack from the root */
-    putf(x->o, i == n ? "%u" : ",%u", frames[i - 1]);
-  put(x->o, "]", 1);
-  return x->o->err;
+    fprintf(f, i == n ? "%u" : ",%u", frames[i - 1]);
+  if (fputc(']', f) == EOF) {
+    x->failed = true;
+    return PS_E_IO;
+  }
+  return PS_E_OK;
 }
 
 static ps_err write_speedscope(trace_job *j, out_t *o, ps_diag *d) {
@@ -173,30 +184,65 @@ static ps_err write_speedscope(trace_job *j, out_t *o, ps_diag *d) {
   }
   puts_(o, "]},\"profiles\":[");
   double weight = (double)j->sampling_ns / 1e6;
+  char w[32];
+  int wl = snprintf(w, sizeof w, "%g", weight);
+  int *slot = malloc((j->nthreads ? j->nthreads : 1) * sizeof *slot);
+  if (!slot)
+    return ps_diag_set(d, PS_E_NOMEM, "trace output", 0, "out of memory");
   bool first = true;
-  for (size_t t = 0; t < j->nthreads && !o->err; t++) {
-    const tj_thread *th = &j->threads[t];
-    if (!th->samples)
-      continue;
-    putf(o, "%s{\"type\":\"sampled\",\"name\":\"Thread (%llu)\",\"unit\":\"milliseconds\","
-            "\"startValue\":%.6f,\"endValue\":%.6f,\"samples\":[",
-         first ? "" : ",", (unsigned long long)th->tid, ms_of(j, th->first_ts),
-         ms_of(j, th->last_ts) + weight);
-    first = false;
-    ss_ctx x = {o, (uint32_t)t, 0};
-    ps_err e = tj_replay(j, ss_sample, &x, d);
-    if (e)
-      return e;
-    puts_(o, "],\"weights\":[");
-    char w[32];
-    int wl = snprintf(w, sizeof w, "%g", weight);
-    for (uint64_t k = 0; k < x.written && !o->err; k++) {
-      if (k)
-        put(o, ",", 1);
-      put(o, w, (size_t)wl);
+  ps_err e = PS_E_OK;
+  for (size_t t0 = 0; t0 < j->nthreads && !e && !o->err;) {
+    /* the next group of threads with samples */
+    ss_ctx x;
+    memset(&x, 0, sizeof x);
+    size_t members[SS_GROUP], nm = 0, t = t0;
+    for (size_t i = 0; i < j->nthreads; i++)
+      slot[i] = -1;
+    for (; t < j->nthreads && nm < SS_GROUP; t++) {
+      if (!j->threads[t].samples)
+        continue;
+      x.f[nm] = tj_tempfile(j, d);
+      if (!x.f[nm]) {
+        e = d->code;
+        break;
+      }
+      slot[t] = (int)nm;
+      members[nm++] = t;
     }
-    puts_(o, "]}");
+    t0 = t;
+    x.slot = slot;
+    if (!e && nm)
+      e = tj_replay(j, ss_sample, &x, d);
+    if (!e && x.failed)
+      e = ps_diag_set(d, PS_E_IO, "trace output", 0, "temporary file: write failed");
+    for (size_t k = 0; k < nm; k++) {
+      const tj_thread *th = &j->threads[members[k]];
+      if (!e && !o->err) {
+        putf(o, "%s{\"type\":\"sampled\",\"name\":\"Thread (%llu)\",\"unit\":\"milliseconds\","
+                "\"startValue\":%.6f,\"endValue\":%.6f,\"samples\":[",
+             first ? "" : ",", (unsigned long long)th->tid, ms_of(j, th->first_ts),
+             ms_of(j, th->last_ts) + weight);
+        first = false;
+        char buf[1 << 14];
+        size_t got;
+        if (fflush(x.f[k]) != 0 || fseek(x.f[k], 0, SEEK_SET) != 0)
+          e = ps_diag_set(d, PS_E_IO, "trace output", 0, "temporary file: read failed");
+        while (!e && (got = fread(buf, 1, sizeof buf, x.f[k])) > 0)
+          put(o, buf, got);
+        puts_(o, "],\"weights\":[");
+        for (uint64_t s = 0; s < x.written[k] && !o->err; s++) {
+          if (s)
+            put(o, ",", 1);
+          put(o, w, (size_t)wl);
+        }
+        puts_(o, "]}");
+      }
+      fclose(x.f[k]);
+    }
   }
+  free(slot);
+  if (e)
+    return e;
   puts_(o, "]}\n");
   return o->err;
 }

@@ -264,6 +264,49 @@ if rc == 0:
     c.eq("small budget: same stacks", speedscope_samples(json.load(open(sb.path("small.json")))),
          speedscope_samples(json.load(open(full))))
 
+# ---- many threads: the speedscope writer groups them (64 per replay) ---------
+def many_threads(n):
+    """A V5 trace made here from NetTraceFormat_v5.md: one SampleProfiler
+    metadata record, one stack, and samples on n threads (uncompressed rows)."""
+    def u16z(t):
+        return t.encode("utf-16-le") + b"\0\0"
+    b = bytearray(b"Nettrace" + struct.pack("<I", 20) + b"!FastSerialization.1")
+
+    def obj(name, body):
+        nb = name.encode()
+        b.extend(bytes([5, 5, 1]) + struct.pack("<iiI", 2, 2, len(nb)) + nb + bytes([6]))
+        b.extend(struct.pack("<I", len(body)))
+        b.extend(b"\0" * ((4 - len(b) % 4) % 4))
+        b.extend(body + bytes([6]))
+
+    def row(mid, payload, thread, stack, ts):
+        h = struct.pack("<IIqqIIq", mid, 1, thread, thread, 0, stack, ts) + b"\0" * 32
+        h += struct.pack("<I", len(payload))
+        r = struct.pack("<I", len(h) + len(payload)) + h + payload
+        return r + b"\0" * ((4 - len(r) % 4) % 4)
+    nb = b"Trace"
+    b.extend(bytes([5, 5, 1]) + struct.pack("<iiI", 4, 4, len(nb)) + nb + bytes([6]))
+    b.extend(struct.pack("<8H", 2026, 1, 1, 1, 0, 0, 0, 0) + struct.pack("<qqiiii", 0, 1000000000, 8, 1, 1, 1000000))
+    b.extend(bytes([6]))
+    meta = struct.pack("<I", 1) + u16z("Microsoft-DotNETCore-SampleProfiler") + struct.pack("<I", 0)
+    meta += u16z("ThreadSample") + struct.pack("<qII", 0, 0, 5)
+    obj("MetadataBlock", struct.pack("<HHqq", 20, 0, 0, 0) + row(0, meta, 0, 0, 0))
+    obj("StackBlock", struct.pack("<III", 1, 1, 8) + struct.pack("<Q", 0x1234))
+    ev = b"".join(row(1, struct.pack("<I", 1), 1000 + t, 1, 10 + t) for t in range(n))
+    obj("EventBlock", struct.pack("<HHqq", 20, 0, 10, 10 + n) + ev)
+    b.extend(bytes([1]))
+    return bytes(b)
+
+
+open(sb.path("threads.nettrace"), "wb").write(many_threads(150))
+rc, so, se = trace([sb.path("threads.nettrace"), "-o", sb.path("threads.json")])
+c.eq("150 threads: exit status (%s)" % se.strip(), rc, 0)
+if rc == 0:
+    doc = json.load(open(sb.path("threads.json")))
+    c.eq("150 threads: profiles", [p["name"] for p in doc["profiles"]], ["Thread (%d)" % (1000 + t) for t in range(150)])
+    c.eq("150 threads: one unknown frame each", {json.dumps(p["samples"]) for p in doc["profiles"]}, {"[[0]]"})
+    c.eq("150 threads: the frame", doc["shared"]["frames"], [{"name": "?!?"}])
+
 # ---- api.md's example, run ---------------------------------------------------
 doc_md = open(os.path.join(clilib.ROOT, "api.md"), encoding="utf-8").read()
 m = re.search(r"```sh\n\$ (pdbsym trace .*?)\n```\n\n```text trace-top\n(.*?)```", doc_md, re.S)

@@ -123,6 +123,8 @@ static inline const char *tj_str(const trace_job *j, uint32_t off) {
 }
 
 bool tj_grow(trace_job *j, void **arr, size_t *cap, size_t need, size_t size, ps_diag *d);
+/* An unlinked temporary file in the job's spill folder; NULL with d set. */
+FILE *tj_tempfile(trace_job *j, ps_diag *d);
 
 /* Calls fn for every sample in file order: thread index, timestamp, and the
  * stack as frame indices, innermost first. */
