@@ -631,7 +631,9 @@ static ps_err pump(trace_job *j, bool eof, ps_diag *d) {
   while (!j->stream.ended) {
     size_t used, need;
     nt_block b;
-    e = nt_stream_next(&j->stream, j->rbuf + pos, j->rlen - pos, eof, &used, &need, &b, d);
+    static const uint8_t nothing[1];
+    const uint8_t *at = j->rbuf ? j->rbuf + pos : nothing; /* no bytes fed at all */
+    e = nt_stream_next(&j->stream, at, j->rlen - pos, eof, &used, &need, &b, d);
     if (e == PS_E_TRUNCATED && !eof) {
       e = PS_E_OK;
       j->need = need;
