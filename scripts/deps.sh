@@ -10,12 +10,16 @@
 #                           The container test (PDBSYM_TEST_CONTAINER=1, or
 #                           CI=true) installs podman, buildah, runc and
 #                           debootstrap itself, only when it runs.
+#   scripts/deps.sh --fuzz  plus clang's libFuzzer runtime, for -DPDBSYM_FUZZ=ON builds
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev
       libcurl4-openssl-dev zlib1g-dev libmspack-dev curl ca-certificates)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(clang lld llvm llvm-19 python3 sqlite3 cabextract util-linux procps nginx)
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+  pkgs+=(clang libclang-rt-14-dev)
 fi
 
 missing=()

@@ -67,6 +67,11 @@ static const cf_setting settings[] = {
     U(max_timeout, "300", "largest timeout a request may ask for (seconds)"),
     U(retry_after, "2", "seconds suggested to clients in retry_after / Retry-After"),
     U(shutdown_grace, "30", "seconds SIGTERM waits for requests in flight before closing"),
+    Z(max_trace_bytes, "4G", "largest POST /traces body (a .nettrace file); larger ones get 413"),
+    U(max_trace_jobs, "2", "POST /traces requests processed at once; more get 503"),
+    Z(trace_stack_budget, "32M", "bytes of interned stacks a trace job keeps in memory before spilling them to disk"),
+    Z(trace_code_budget, "256M", "bytes a trace job may spend on the trace's methods, addresses and frames"),
+    S(trace_spill_dir, "", "folder for trace jobs' spill files and answers; empty: $TMPDIR or /tmp"),
     S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])

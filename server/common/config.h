@@ -56,6 +56,11 @@ typedef struct {
   uint64_t max_timeout;        /* seconds */
   uint64_t retry_after;        /* seconds */
   uint64_t shutdown_grace;     /* seconds */
+  uint64_t max_trace_bytes;    /* POST /traces body cap */
+  uint64_t max_trace_jobs;     /* POST /traces at once */
+  uint64_t trace_stack_budget; /* bytes of interned stacks per trace job; 0 = default */
+  uint64_t trace_code_budget;  /* bytes of code tables per trace job; 0 = default */
+  char trace_spill_dir[1024];  /* spill and answer files; "" = $TMPDIR or /tmp */
   char log_level[16];          /* debug, info, warn, error */
   char config_file[1024];      /* the file read, "" if none */
 } srv_config;

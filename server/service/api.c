@@ -55,9 +55,9 @@ void api_error(api_response *out, unsigned status, const char *msg, const char *
 
 /* ---- routing -------------------------------------------------------------- */
 
-static const char *const route_names[RT__COUNT] = {"/symbolicate", "/symbolicate/v5", "/modules",
-                                                   "/health",      "/ready",          "/metrics",
-                                                   "other"};
+static const char *const route_names[RT__COUNT] = {
+    "/symbolicate", "/symbolicate/v5", "/modules", "/health", "/ready", "/metrics", "/traces",
+    "other"};
 static const char *const frame_status_names[FS__COUNT] = {
     "ok", "missing_symbols", "unknown_address", "malformed", "fetch_error", "pending", "invalid"};
 
@@ -80,6 +80,7 @@ api_match api_route(const char *method, const char *path, api_route_id *route, c
       {"/health", RT_HEALTH, "GET"},
       {"/ready", RT_READY, "GET"},
       {"/metrics", RT_METRICS, "GET"},
+      {"/traces", RT_TRACES, "POST"},
   };
   *route = RT_OTHER;
   *allow = NULL;
@@ -110,10 +111,12 @@ api_match api_route(const char *method, const char *path, api_route_id *route, c
 }
 
 bool api_route_heavy(api_route_id r) {
-  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES;
+  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES || r == RT_TRACES;
 }
 
-bool api_route_has_body(api_route_id r) { return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5; }
+bool api_route_has_body(api_route_id r) {
+  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_TRACES;
+}
 
 /* ---- numbers: JSON integers or "0x" hex strings ----------------------------- */
 
@@ -921,6 +924,9 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
   }
   case RT_SYMBOLICATE_V5:
     symbolicate_v5(a, body ? body : "", len, out);
+    return;
+  case RT_TRACES: /* streamed by http.c, never buffered */
+    api_error(out, 500, "POST /traces is answered by the HTTP layer", NULL);
     return;
   case RT_OTHER:
   case RT__COUNT:

@@ -7,6 +7,8 @@
  *
  *   POST /symbolicate                        frames in, answered frames out
  *   GET  /modules/{debug_file}/{debug_id}    what the cache knows of a module
+ *   POST /traces                             a .nettrace in, its samples symbolicated
+ *                                            (http.c streams it into engine/trace.h)
  *   GET  /health, GET /ready, GET /metrics
  *
  * Thread safety: api_handle may run on many threads at once.
@@ -29,6 +31,7 @@ typedef enum {
   RT_HEALTH,
   RT_READY,
   RT_METRICS,
+  RT_TRACES,
   RT_OTHER,
   RT__COUNT
 } api_route_id;
