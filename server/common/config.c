@@ -46,6 +46,11 @@ static const cf_setting settings[] = {
     U(max_timeout, "300", "largest timeout a request may ask for (seconds)"),
     U(retry_after, "2", "seconds suggested to clients in retry_after / Retry-After"),
     U(shutdown_grace, "30", "seconds SIGTERM waits for requests in flight before closing"),
+    S(cors_origins, "*", "origins a browser page may call /symbolicate/v5 from: * (any), a comma-separated list (https://profiler.firefox.com), or empty (none)"),
+    U(cors_max_age, "600", "seconds a browser may keep the answer to a CORS preflight"),
+    U(v5_max_frames, "200000", "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),
+    U(v5_max_jobs, "1000", "most jobs in one /symbolicate/v5 request (the Firefox Profiler sends one per library); more get 400"),
+    U(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
     S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])

@@ -1,16 +1,19 @@
 """Executes api.md: every pair of ```http blocks (a request, then the
 response) is sent to a real `pdbsym serve` started with the settings in the
-```ini apidoc-config block, and the answer is compared with the document:
-status, the headers shown, and the JSON body as a pattern (every field shown
-must match, "..." is any value, a string ending in "..." is a prefix).  For a
-text body (/metrics) every series shown must be exposed."""
+```ini apidoc-config block, its cache warmed with the native fixtures
+(tests/fixtures/native, so that examples answer real frames), and the answer
+is compared with the document: status, the headers shown, and the JSON body
+as a pattern (every field shown must match, "..." is any value, a string
+ending in "..." is a prefix).  For a text body (/metrics) every series shown
+must be exposed."""
 import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pdbsym_server import Checks, Server, SlowUpstream  # noqa: E402
+import shutil  # noqa: E402
+from pdbsym_server import Checks, Server, SlowUpstream, warmed_cache  # noqa: E402
 
 root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 doc = open(os.path.join(root, "api.md"), encoding="utf-8").read()
@@ -65,7 +68,8 @@ def match(want, got, path="$"):
 
 
 up = SlowUpstream(1.0)
-srv = Server(env=up.env(), config=config)
+cache = warmed_cache(os.path.join(root, "tests", "fixtures", "native"))
+srv = Server(env=dict(up.env(), PDBSYM_CACHE_DIR=cache), config=config)
 try:
     for i in range(0, len(http_blocks) - 1, 2):
         req_line, req_hdrs, req_body = split_message(http_blocks[i])
@@ -95,4 +99,5 @@ try:
 finally:
     srv.close()
     up.close()
+    shutil.rmtree(cache, ignore_errors=True)
 c.done()
