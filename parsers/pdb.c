@@ -23,13 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clrnames.h"
 #include "msf.h"
+#include "sourcelink.h"
 #include "undname.h"
 
 /* ---- record kinds (microsoft-pdb cvinfo.h) ------------------------------- */
 enum {
   S_END = 0x0006,
   S_THUNK32_ST = 0x0206,
+  S_OEM = 0x0404,
   S_LPROC32_ST = 0x100a,
   S_GPROC32_ST = 0x100b,
   S_PUB32_ST = 0x1009,
@@ -194,6 +197,27 @@ typedef struct {
   size_t nisrc, cisrc;
   manproc *mprocs;
   size_t nmprocs, cmprocs;
+  /* managed iterators: kickoff methods naming their state machine type (MD2
+   * "forward iterator" records), resolved against the modules' MoveNext
+   * methods once every module is read */
+  struct fwd_iter {
+    uint32_t mod, token;
+    size_t name, name_len; /* in fwd_names */
+  } *fwd;
+  size_t nfwd, cfwd;
+  char *fwd_names;
+  size_t fwd_names_len, cfwd_names;
+  struct movenext {
+    uint32_t mod;
+    size_t index; /* in st->methods */
+  } *mnext;
+  size_t nmnext, cmnext;
+  /* named streams with source information (PDB info stream's map) */
+  uint32_t srcsrv_sn;
+  struct sl_stream {
+    uint32_t ordinal, sn; /* "sourcelink" 0, "sourcelink$N" N */
+  } sl_streams[16];
+  size_t nsl_streams;
   char name[NAME_CAP];
 } pdb_ctx;
 
@@ -1055,12 +1079,259 @@ static bool emit_func(pdb_ctx *c, uint32_t rva, uint32_t len, void *arg) {
   return st_add_func(c->st, rva, len, a->name, a->flags);
 }
 
+/* ---- managed: generated code, async and iterator kickoffs ---------------
+ *
+ * Windows managed PDBs name each module after the type whose methods it
+ * holds ("Ns.Outer.<SumAsync>d__3", nested types joined with '.'), which is
+ * enough to tell a lambda or a state machine and the method the user wrote
+ * (clrnames.h) without the assembly.  Custom debug information is an S_OEM
+ * record inside the method's S_GMANPROC scope (microsoft-pdb cvinfo.h
+ * OEMSYMBOL; Roslyn's CustomDebugInfoWriter, DiaSymReader's SymWriter):
+ *
+ *   GUID {C6EA3FC9-59B3-49D6-BC25-09020BBAB460} (CCI's "msilMetaData") |
+ *   u32 type index (0) | name: UTF-16LE, NUL-terminated | data
+ *
+ *   "asyncMethodInfo" (ISymUnmanagedAsyncMethodPropertiesWriter, on MoveNext):
+ *       u32 kickoff method token | u32 catch handler IL offset (-1: none) |
+ *       u32 count | count x { u32 yield offset, u32 resume method, u32 resume offset }
+ *   "MD2" (Roslyn's custom debug information): u8 version (4) | u8 count |
+ *       u16 pad | records { u8 version | u8 kind | u8 pad | u8 align |
+ *       u32 size (header included) | payload }; kind 4 ("forward iterator",
+ *       StateMachineTypeName) on an iterator method names its state machine
+ *       type (UTF-16LE, NUL-terminated).  Iterators have no asyncMethodInfo.
+ */
+static const uint8_t GUID_MSIL_OEM[16] = {0xC9, 0x3F, 0xEA, 0xC6, 0xB3, 0x59, 0xD6, 0x49,
+                                          0xBC, 0x25, 0x09, 0x02, 0xBB, 0xAB, 0xB4, 0x60};
+enum { CDI_STATE_MACHINE_TYPE_NAME = 4 };
+
+/* UTF-16LE at p (n bytes, up to a NUL) as UTF-8 into out (cap bytes, cut
+ * there); returns the UTF-8 length and sets *used to the bytes read,
+ * including the NUL (0 when none follows). */
+static size_t utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap, size_t *used) {
+  size_t o = 0, i = 0;
+  *used = 0;
+  while (i + 1 < n) {
+    uint32_t u = ld16(p + i);
+    i += 2;
+    if (u == 0) {
+      *used = i;
+      return o;
+    }
+    if (u >= 0xD800 && u < 0xDC00 && i + 1 < n) {
+      uint32_t lo = ld16(p + i);
+      if (lo >= 0xDC00 && lo < 0xE000) {
+        u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        i += 2;
+      }
+    }
+    if (u >= 0xD800 && u < 0xE000)
+      u = 0xFFFD;
+    char b[4];
+    size_t k;
+    if (u < 0x80) {
+      b[0] = (char)u;
+      k = 1;
+    } else if (u < 0x800) {
+      b[0] = (char)(0xC0 | u >> 6);
+      b[1] = (char)(0x80 | (u & 0x3F));
+      k = 2;
+    } else if (u < 0x10000) {
+      b[0] = (char)(0xE0 | u >> 12);
+      b[1] = (char)(0x80 | ((u >> 6) & 0x3F));
+      b[2] = (char)(0x80 | (u & 0x3F));
+      k = 3;
+    } else {
+      b[0] = (char)(0xF0 | u >> 18);
+      b[1] = (char)(0x80 | ((u >> 12) & 0x3F));
+      b[2] = (char)(0x80 | ((u >> 6) & 0x3F));
+      b[3] = (char)(0x80 | (u & 0x3F));
+      k = 4;
+    }
+    if (k > cap - o)
+      break;
+    memcpy(out + o, b, k);
+    o += k;
+  }
+  return o;
+}
+
+/* The module being read, or NULL. */
+static const struct modinfo *cur_module(const pdb_ctx *c) {
+  return c->mods && c->cur_mod < c->nmods ? &c->mods[c->cur_mod] : NULL;
+}
+
+/* Generated code from the module's name and the method's (no assembly at
+ * hand): the user's method is "<module type>.<name>", nested types with '.'. */
+static void managed_user_from_module(pdb_ctx *c, size_t index, const char *nm, size_t nl) {
+  const struct modinfo *mi = cur_module(c);
+  if (!mi || !mi->name || !nm)
+    return;
+  cn_span parts[64];
+  size_t np = cn_split_dotted(mi->name, mi->name_len, parts, 64);
+  cn_user u;
+  cn_span meth = {nm, nl};
+  if (!cn_classify(parts, np, meth, &u))
+    return;
+  char buf[1024];
+  size_t tl = (size_t)(parts[u.keep - 1].p + parts[u.keep - 1].n - mi->name);
+  if (tl + 1 + u.user.n > sizeof buf)
+    return;
+  memcpy(buf, mi->name, tl);
+  buf[tl] = '.';
+  memcpy(buf + tl + 1, u.user.p, u.user.n);
+  st_set_method_user(c->st, index, (uint32_t)u.kind, st_str(c->st, buf, tl + 1 + u.user.n),
+                     u.local.n ? st_str(c->st, u.local.p, u.local.n) : 0);
+}
+
+/* An S_OEM record inside the managed method methods[index] (token). */
+static ps_err managed_oem(pdb_ctx *c, size_t index, uint32_t token, const uint8_t *p, size_t n) {
+  if (n < 20 || memcmp(p, GUID_MSIL_OEM, 16) != 0)
+    return PS_E_OK;
+  char name[32];
+  size_t used;
+  size_t nl = utf16_to_utf8(p + 20, n - 20, name, sizeof name, &used);
+  if (!used)
+    return PS_E_OK;
+  const uint8_t *d = p + 20 + used;
+  size_t dn = n - 20 - used;
+  if (nl == 15 && memcmp(name, "asyncMethodInfo", 15) == 0) {
+    if (dn < 4)
+      return PS_E_OK;
+    uint32_t kickoff = ld32(d);
+    if ((kickoff >> 24) == 0x06 && (kickoff & 0xFFFFFF) != 0 && kickoff != token &&
+        index < c->st->nmethods)
+      c->st->methods[index].kickoff = kickoff;
+    return PS_E_OK;
+  }
+  if (nl != 3 || memcmp(name, "MD2", 3) != 0 || dn < 4 || d[0] != 4)
+    return PS_E_OK;
+  unsigned count = d[1];
+  size_t pos = 4;
+  for (unsigned k = 0; k < count && pos + 8 <= dn; k++) {
+    uint32_t size = ld32(d + pos + 4);
+    if (size < 8 || size > dn - pos)
+      break;
+    if (d[pos] == 4 && d[pos + 1] == CDI_STATE_MACHINE_TYPE_NAME) {
+      const struct modinfo *mi = cur_module(c);
+      char tn[512];
+      size_t tu;
+      size_t tl = utf16_to_utf8(d + pos + 8, size - 8, tn, sizeof tn, &tu);
+      if (mi && tl && tu) {
+        if (!grow_arr(c, (void **)&c->fwd, &c->cfwd, c->nfwd, sizeof *c->fwd))
+          return c->diag->code;
+        size_t need = c->fwd_names_len + tl;
+        if (need > c->cfwd_names) {
+          size_t nc = c->cfwd_names ? c->cfwd_names * 2 : 1024;
+          while (nc < need)
+            nc *= 2;
+          ps_err e = PS_E_OK;
+          char *q = ps_realloc_array(c->budget, c->fwd_names, c->cfwd_names, nc, 1, &e);
+          if (!q)
+            return ps_diag_set(c->diag, e, "PDB scratch", (size_t)-1, "iterator names");
+          c->fwd_names = q;
+          c->cfwd_names = nc;
+        }
+        memcpy(c->fwd_names + c->fwd_names_len, tn, tl);
+        struct fwd_iter f = {c->cur_mod, token, c->fwd_names_len, tl};
+        c->fwd[c->nfwd++] = f;
+        c->fwd_names_len += tl;
+      }
+    }
+    pos += size;
+  }
+  return PS_E_OK;
+}
+
+typedef struct {
+  const char *name;
+  size_t len;
+  uint32_t mod;
+} mod_by_name;
+
+static int cmp_mod_by_name(const void *a, const void *b) {
+  const mod_by_name *x = a, *y = b;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int r = memcmp(x->name, y->name, n);
+  if (r)
+    return r;
+  if (x->len != y->len)
+    return x->len < y->len ? -1 : 1;
+  return x->mod < y->mod ? -1 : x->mod > y->mod;
+}
+
+/* Iterators: the MoveNext of module "<kickoff's module>.<state machine>"
+ * runs the kickoff method (the same pairing Portable PDBs' StateMachineMethod
+ * table records). */
+static ps_err resolve_iterators(pdb_ctx *c) {
+  if (!c->nfwd || !c->nmnext)
+    return PS_E_OK;
+  ps_err e = PS_E_OK;
+  mod_by_name *byname = ps_alloc_array(c->budget, c->nmods, sizeof *byname, &e);
+  char *want = byname ? ps_alloc_array(c->budget, NAME_CAP, 1, &e) : NULL;
+  if (!want) {
+    free(byname);
+    return ps_diag_set(c->diag, e, "PDB scratch", (size_t)-1, "module names");
+  }
+  for (size_t i = 0; i < c->nmods; i++) {
+    byname[i].name = c->mods[i].name ? c->mods[i].name : "";
+    byname[i].len = c->mods[i].name ? c->mods[i].name_len : 0;
+    byname[i].mod = (uint32_t)i;
+  }
+  qsort(byname, c->nmods, sizeof *byname, cmp_mod_by_name);
+  for (size_t f = 0; f < c->nfwd; f++) {
+    const struct fwd_iter *fi = &c->fwd[f];
+    const struct modinfo *km = &c->mods[fi->mod];
+    if (!km->name || km->name_len + 1 + fi->name_len > NAME_CAP)
+      continue;
+    memcpy(want, km->name, km->name_len);
+    want[km->name_len] = '.';
+    memcpy(want + km->name_len + 1, c->fwd_names + fi->name, fi->name_len);
+    mod_by_name key = {want, km->name_len + 1 + fi->name_len, 0};
+    size_t lo = 0, hi = c->nmods;
+    while (lo < hi) { /* first module with this name */
+      size_t mid = lo + (hi - lo) / 2;
+      if (cmp_mod_by_name(&byname[mid], &key) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    /* the record names the type without its generic arity ("<Project>d__3"
+     * for the module "...<Project>d__3`1"): take the name itself or name`N */
+    uint32_t target = UINT32_MAX;
+    for (size_t k = lo; k < c->nmods && k < lo + 64 && target == UINT32_MAX; k++) {
+      const mod_by_name *b = &byname[k];
+      if (b->len < key.len || memcmp(b->name, want, key.len) != 0)
+        break;
+      bool arity = b->len > key.len + 1 && b->name[key.len] == '`';
+      for (size_t q = key.len + 1; arity && q < b->len; q++)
+        arity = b->name[q] >= '0' && b->name[q] <= '9';
+      if (b->len == key.len || arity)
+        target = b->mod;
+    }
+    if (target == UINT32_MAX)
+      continue;
+    for (size_t k = 0; k < c->nmnext; k++) { /* in module order: stop past the target */
+      if (c->mnext[k].mod > target)
+        break;
+      size_t idx = c->mnext[k].index;
+      if (c->mnext[k].mod == target && idx < c->st->nmethods && !c->st->methods[idx].kickoff)
+        c->st->methods[idx].kickoff = fi->token;
+    }
+  }
+  free(want);
+  free(byname);
+  ps_budget_release(c->budget, c->nmods * sizeof *byname + NAME_CAP);
+  return PS_E_OK;
+}
+
 static ps_err read_symbols(pdb_ctx *c, const uint8_t *base, size_t len, size_t origin) {
   scope stack[MAX_SCOPE_DEPTH];
   int depth = 0;      /* scopes on the stack */
   int ninl = 0;       /* inline sites among them */
   uint32_t proc_src = 0, proc_rva = 0; /* current procedure, source and image rva */
   bool in_proc = false;
+  uint32_t mtoken = 0; /* the managed method whose scope is open, 0 if none */
+  size_t mindex = 0;   /* ... its record in st->methods */
   size_t pos = 0;
   while (pos + 4 <= len) {
     uint16_t rl = ld16(base + pos);
@@ -1125,8 +1396,24 @@ static ps_err read_symbols(pdb_ctx *c, const uint8_t *base, size_t len, size_t o
       c->mprocs[c->nmprocs++] = m;
       if (!st_add_method(c->st, m.token, nm ? st_str(c->st, nm, nl) : 0, 0))
         return ps_diag_set(c->diag, c->st->err, "symtab", (size_t)-1, "adding a method");
+      mtoken = m.token;
+      mindex = c->st->nmethods - 1;
+      managed_user_from_module(c, mindex, nm, nl);
+      if (nm && nl == 8 && memcmp(nm, "MoveNext", 8) == 0) {
+        if (!grow_arr(c, (void **)&c->mnext, &c->cmnext, c->nmnext, sizeof *c->mnext))
+          return c->diag->code;
+        struct movenext mv = {c->cur_mod, mindex};
+        c->mnext[c->nmnext++] = mv;
+      }
       break;
     }
+    case S_OEM:
+      if (mtoken) {
+        ps_err oe = managed_oem(c, mindex, mtoken, p, n);
+        if (oe != PS_E_OK)
+          return oe;
+      }
+      break;
     case S_BLOCK32: case S_WITH32: case S_SEPCODE:
       opens = 3;
       break;
@@ -1166,8 +1453,10 @@ static ps_err read_symbols(pdb_ctx *c, const uint8_t *base, size_t len, size_t o
         depth--;
         if (stack[depth].kind == 2)
           ninl--;
-        if (stack[depth].kind == 1)
+        if (stack[depth].kind == 1) {
           in_proc = false;
+          mtoken = 0;
+        }
       }
       break;
     default:
@@ -1330,6 +1619,121 @@ static ps_err read_module(pdb_ctx *c, uint16_t sn, uint32_t sym_bytes, uint32_t 
 
 /* ---- streams ---------------------------------------------------------------- */
 
+/* Remembers the streams named "srcsrv", "sourcelink" and "sourcelink$N". */
+static void note_named_stream(pdb_ctx *c, const uint8_t *name, size_t max, uint32_t sn) {
+  const uint8_t *nul = memchr(name, 0, max);
+  if (!nul)
+    return;
+  size_t n = (size_t)(nul - name);
+  if (n == 6 && memcmp(name, "srcsrv", 6) == 0) {
+    c->srcsrv_sn = sn;
+    return;
+  }
+  if (n < 10 || memcmp(name, "sourcelink", 10) != 0 || c->nsl_streams == 16)
+    return;
+  uint32_t ordinal = 0;
+  if (n > 10) {
+    if (name[10] != '$' || n == 11 || n > 20)
+      return;
+    for (size_t i = 11; i < n; i++) {
+      if (name[i] < '0' || name[i] > '9')
+        return;
+      ordinal = ordinal * 10 + (uint32_t)(name[i] - '0');
+    }
+  }
+  c->sl_streams[c->nsl_streams].ordinal = ordinal;
+  c->sl_streams[c->nsl_streams].sn = sn;
+  c->nsl_streams++;
+}
+
+/* Source Link from the "sourcelink" stream(s), and srcsrv data as exact
+ * Source Link rules (sourcelink.h), into st->source_link: one JSON object,
+ * or an array of them.  Source information is optional: a stream that
+ * cannot be read or parsed is left out and never fails the PDB. */
+static void read_source_info(pdb_ctx *c) {
+  if (!c->nsl_streams && c->srcsrv_sn == MSF_NIL_STREAM)
+    return;
+  for (size_t i = 1; i < c->nsl_streams; i++) /* by ordinal: few, insertion sort */
+    for (size_t k = i; k > 0 && c->sl_streams[k - 1].ordinal > c->sl_streams[k].ordinal; k--) {
+      struct sl_stream t = c->sl_streams[k];
+      c->sl_streams[k] = c->sl_streams[k - 1];
+      c->sl_streams[k - 1] = t;
+    }
+  const char *part[17];
+  size_t plen[17], nparts = 0;
+  msf_stream_t ms[16];
+  size_t nms = 0;
+  char *srv = NULL;
+  size_t srv_len = 0, srv_cap = 0, srv_files = 0;
+  ps_diag d;
+  for (size_t i = 0; i < c->nsl_streams; i++) {
+    ps_diag_clear(&d);
+    if (msf_stream(&c->msf, c->sl_streams[i].sn, &ms[nms], &d) != PS_E_OK)
+      continue;
+    const char *t = (const char *)ms[nms].data;
+    size_t n = ms[nms].len;
+    nms++;
+    const char *z = memchr(t, '\0', n);
+    if (z)
+      n = (size_t)(z - t);
+    if (n >= 3 && memcmp(t, "\xEF\xBB\xBF", 3) == 0) {
+      t += 3;
+      n -= 3;
+    }
+    while (n && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == '\t'))
+      n--;
+    sl_map probe;
+    ps_diag_clear(&d);
+    if (n == 0 || sl_map_build(&probe, t, n, c->budget, &d) != PS_E_OK)
+      continue;
+    sl_map_free(&probe, c->budget);
+    part[nparts] = t;
+    plen[nparts++] = n;
+  }
+  if (c->srcsrv_sn != MSF_NIL_STREAM) {
+    msf_stream_t ss;
+    ps_diag_clear(&d);
+    if (msf_stream(&c->msf, c->srcsrv_sn, &ss, &d) == PS_E_OK) {
+      ps_diag_clear(&d);
+      if (sl_from_srcsrv((const char *)ss.data, ss.len, c->budget, &srv, &srv_len, &srv_cap,
+                         &srv_files, &d) == PS_E_OK) {
+        part[nparts] = srv;
+        plen[nparts++] = srv_len;
+      }
+      msf_stream_free(&c->msf, &ss);
+    }
+  }
+  if (nparts == 1) {
+    c->st->source_link = st_str(c->st, part[0], plen[0]);
+  } else if (nparts > 1) {
+    size_t total = 2 + nparts;
+    for (size_t i = 0; i < nparts; i++)
+      total += plen[i];
+    ps_err e = PS_E_OK;
+    char *all = ps_alloc_array(c->budget, total, 1, &e);
+    if (all) {
+      size_t o = 0;
+      all[o++] = '[';
+      for (size_t i = 0; i < nparts; i++) {
+        if (i)
+          all[o++] = ',';
+        memcpy(all + o, part[i], plen[i]);
+        o += plen[i];
+      }
+      all[o++] = ']';
+      c->st->source_link = st_str(c->st, all, o);
+      free(all);
+      ps_budget_release(c->budget, total);
+    }
+  }
+  for (size_t i = 0; i < nms; i++)
+    msf_stream_free(&c->msf, &ms[i]);
+  if (srv) {
+    free(srv);
+    ps_budget_release(c->budget, srv_cap);
+  }
+}
+
 static ps_err read_info(pdb_ctx *c, uint32_t *names_sn) {
   msf_stream_t s;
   ps_err e = msf_stream(&c->msf, 1, &s, c->diag);
@@ -1377,6 +1781,8 @@ static ps_err read_info(pdb_ctx *c, uint32_t *names_sn) {
         break;
       if (key < sblen && sblen - key >= 7 && memcmp(s.data + sbstart + key, "/names", 7) == 0)
         *names_sn = val;
+      if (key < sblen)
+        note_named_stream(c, s.data + sbstart + key, sblen - key, val);
     }
   }
   e = PS_E_OK;
@@ -1433,8 +1839,11 @@ static ps_err read_image_sections(pdb_ctx *c, uint16_t sn) {
     struct img_sect *k = &c->isect[c->nisect++];
     k->start = va;
     k->end = end > UINT32_MAX ? UINT32_MAX : (uint32_t)end;
-    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE */
-    k->code = (ch & 0x20u) || (ch & 0x20000000u);
+    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE, with bytes in the file:
+     * an executable section without raw data (.textbss, the incremental
+     * linker's Edit-and-Continue reserve) holds no code, only the linker's
+     * __enc$textbss$begin/end markers */
+    k->code = ((ch & 0x20u) || (ch & 0x20000000u)) && raw != 0;
   }
   msf_stream_free(&c->msf, &s);
   qsort(c->isect, c->nisect, sizeof *c->isect, cmp_img_sect);
@@ -1783,6 +2192,7 @@ bool pdb_is_msf(const uint8_t *data, size_t len) { return msf_is_msf7(data, len)
 static ps_err pdb_begin(pdb_ctx *c, const uint8_t *data, size_t len) {
   c->st->ident.format = ST_FORMAT_WINDOWS;
   c->symrec = 0xFFFF;
+  c->srcsrv_sn = MSF_NIL_STREAM;
   ps_err e = msf_open(&c->msf, data, len, c->budget, c->diag);
   uint32_t names_sn = MSF_NIL_STREAM;
   if (e == PS_E_OK)
@@ -1824,10 +2234,14 @@ ps_err pdb_read_with(const uint8_t *data, size_t len, ps_budget *budget, const p
   ps_err e = pdb_begin(c, data, len);
   for (size_t i = 0; e == PS_E_OK && i < c->nmods; i++)
     e = read_module_at(c, i);
+  if (e == PS_E_OK)
+    e = resolve_iterators(c);
   if (e == PS_E_OK && c->symrec != 0xFFFF) {
     e = read_publics(c, c->symrec);
     release_stream(c, c->symrec);
   }
+  if (e == PS_E_OK)
+    read_source_info(c);
   if (e == PS_E_OK)
     e = finish_table(c);
   ctx_free(c);
@@ -1857,6 +2271,9 @@ static void ctx_free(pdb_ctx *c) {
   free_arr(c, c->mods, c->cmods, sizeof *c->mods);
   free_arr(c, c->isrc, c->cisrc, sizeof *c->isrc);
   free_arr(c, c->mprocs, c->cmprocs, sizeof *c->mprocs);
+  free_arr(c, c->fwd, c->cfwd, sizeof *c->fwd);
+  free_arr(c, c->fwd_names, c->cfwd_names, 1);
+  free_arr(c, c->mnext, c->cmnext, sizeof *c->mnext);
   free_arr(c, c->scratch, c->scratch_cap, 1);
   msf_stream_free(&c->msf, &c->names);
   msf_stream_free(&c->msf, &c->ipi);
@@ -1922,8 +2339,10 @@ struct pdb_lazy {
   symtab st;
 };
 
+/* Frees a table and gives its bytes back to the budget (st_memory_size less
+ * what was not taken from it: the struct, and the Source Link map's) */
 static void drop_table(ps_budget *b, symtab *st) {
-  ps_budget_release(b, st_memory_size(st) - sizeof *st);
+  ps_budget_release(b, st_memory_size(st) - sizeof *st - (st->slmap ? sizeof *st->slmap : 0));
   st_free(st);
 }
 
@@ -2145,6 +2564,7 @@ static ps_err lazy_build(pdb_lazy *z, ps_diag *diag) {
     t.ident = z->ident;
     c->st = &t;
     c->diag = diag;
+    c->nfwd = c->fwd_names_len = c->nmnext = 0; /* what the modules read note */
     ps_err e = PS_E_OK;
     bool outside = false;
     for (size_t i = 0; e == PS_E_OK && !outside && i < c->nmods; i++) {
@@ -2162,12 +2582,16 @@ static ps_err lazy_build(pdb_lazy *z, ps_diag *diag) {
       z->full_fixed = true;
       continue;
     }
+    if (e == PS_E_OK)
+      e = resolve_iterators(c); /* managed kickoffs: of the modules read */
     if (e == PS_E_OK && c->symrec != 0xFFFF && (z->pub_all_want || z->pub_want.n)) {
       c->pub_filter = z->pub_all_want ? NULL : keep_public;
       c->pub_arg = z;
       e = read_publics(c, c->symrec);
       c->pub_filter = NULL;
     }
+    if (e == PS_E_OK)
+      read_source_info(c); /* the file's Source Link and srcsrv maps */
     if (e == PS_E_OK)
       e = finish_table(c);
     c->st = NULL;
@@ -2179,7 +2603,8 @@ static ps_err lazy_build(pdb_lazy *z, ps_diag *diag) {
       return e;
     }
     /* what pdb_read puts in the table from outside the modules and the
-     * publics (now the identity: t.ident above) must be given to t here */
+     * publics (the identity, t.ident above; the Source Link and srcsrv maps,
+     * read_source_info) must be given to t here too */
     drop_table(z->budget, &z->st);
     z->st = t;
     memcpy(z->have, z->want, c->nmods);

@@ -56,7 +56,12 @@
  *    gets its name from the public and its file and line from the lines.
  *  - Managed: S_GMANPROC/S_LMANPROC give the method (token, short name); C13
  *    (or C11) lines inside the method's range are its sequence points, the
- *    IL offset being the line's offset from the method's start.
+ *    IL offset being the line's offset from the method's start.  The
+ *    "asyncMethodInfo" S_OEM record of a MoveNext gives its kickoff method,
+ *    Roslyn's "forward iterator" record an iterator's (paired by module name);
+ *    module names ("Ns.Type.<M>d__3") tell generated code's user method.
+ *  - Source Link: the "sourcelink" and "sourcelink$N" streams, and srcsrv
+ *    ("srcsrv" stream) as exact rules, into st->source_link (sourcelink.h).
  *  - C11 (VS2003) lines are read only for modules without C13 lines.
  * Unsupported: PDB 2.00 (VC6), the pre-VC4.1 DBI layout, PDB info versions
  * before VC70 (PS_E_UNSUPPORTED with a diagnostic).

@@ -9,6 +9,8 @@
 #include <inttypes.h>
 #include <zlib.h>
 
+#include "clrnames.h"
+
 /* The BLOBs hold symtab.h's records exactly as in memory.  If one of these
  * sizes changes, the on-disk layout changed: bump STORE_LAYOUT (old modules
  * are then treated as absent and replaced on the next ingest). */
@@ -17,7 +19,7 @@ _Static_assert(sizeof(st_line) == 16, "st_line layout changed: bump STORE_LAYOUT
 _Static_assert(sizeof(st_inline) == 20, "st_inline layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_irange) == 20, "st_irange layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_public) == 16, "st_public layout changed: bump STORE_LAYOUT");
-_Static_assert(sizeof(st_method) == 20, "st_method layout changed: bump STORE_LAYOUT");
+_Static_assert(sizeof(st_method) == 32, "st_method layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_seqpt) == 24, "st_seqpt layout changed: bump STORE_LAYOUT");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the cache stores little-endian records; a big-endian port needs byte swapping in store_codec.c"
@@ -100,7 +102,8 @@ static const char *symtab_validate(const symtab *st) {
   }
   for (size_t i = 0; i < st->nmethods; i++) {
     const st_method *m = &st->methods[i];
-    if (!str_ok(st, m->name) || (uint64_t)m->sp_first + m->sp_count > st->nseqpts)
+    if (!str_ok(st, m->name) || !str_ok(st, m->user) || !str_ok(st, m->local) ||
+        m->gen > CN_STATE_MACHINE || (uint64_t)m->sp_first + m->sp_count > st->nseqpts)
       return "method record out of range";
     if (i && m->token <= st->methods[i - 1].token)
       return "methods not sorted";

@@ -168,7 +168,7 @@ static int source_open(source *s, const char *file, const char *image) {
     source_close(s);
     return cannot_read("", file, &d);
   }
-  render_module_init(&s->rm, NULL); /* a Windows PDB's tables carry no Source Link map */
+  render_module_init(&s->rm, NULL); /* until a table is made (answer) */
   return 0;
 }
 
@@ -188,14 +188,16 @@ static int answer(source *s, const char *text, const symtab *tab) {
     return 2;
   ps_diag d;
   ps_diag_clear(&d);
-  if (a.managed)
+  if (a.managed) {
     st_lookup_token(&s->st, a.value, a.il, &ans);
-  else if (s->whole)
+  } else if (s->whole) {
     st_lookup_rva(&s->st, a.value, &ans);
-  else if (tab)
+  } else {
+    if (!tab && pdb_module_table(s->z, &a.value, 1, &tab, &d) != PS_E_OK)
+      return cannot_read("", s->file, &d);
     st_lookup_rva(tab, a.value, &ans);
-  else if (pdb_lookup_lazy(s->z, a.value, &ans, &d) != PS_E_OK)
-    return cannot_read("", s->file, &d);
+    render_module_init(&s->rm, tab); /* its Source Link map: the file's */
+  }
   print_line(render_answer_json(&s->rm, &ans, -1, a.managed, a.value, a.il));
   return 0;
 }

@@ -4,12 +4,12 @@
  */
 #include "render_json.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clrnames.h"
 #include "module.h"
 
 /* A JSON string from bytes that may not be valid UTF-8 (names and paths come
@@ -77,66 +77,23 @@ static char *dump(json_t *o) {
   return s;
 }
 
-void render_module_init(render_module *rm, const symtab *st) {
-  rm->st = st;
-  rm->sourcelink = NULL;
-  if (!st || !st->source_link)
-    return;
-  json_error_t err;
-  json_t *root = json_loads(st_s(st, st->source_link), 0, &err);
-  if (!root)
-    return;
-  json_t *docs = json_object_get(root, "documents");
-  if (json_is_object(docs))
-    rm->sourcelink = json_incref(docs);
-  json_decref(root);
-}
+void render_module_init(render_module *rm, const symtab *st) { rm->st = st; }
 
-void render_module_free(render_module *rm) {
-  json_decref(rm->sourcelink);
-  rm->sourcelink = NULL;
-}
+void render_module_free(render_module *rm) { rm->st = NULL; }
 
+/* The map is the symtab's (parsed once per module, sourcelink.h): Portable
+ * PDBs' Source Link, Windows PDBs' sourcelink streams and srcsrv alike. */
 bool render_source_link(const render_module *rm, const char *path, char *out, size_t cap) {
-  if (!rm->sourcelink || !path || !cap)
-    return false;
-  const char *key;
-  json_t *val;
-  const char *best_url = NULL;
-  size_t best_len = 0;
-  bool best_wild = false;
-  json_object_foreach(rm->sourcelink, key, val) {
-    if (!json_is_string(val))
-      continue;
-    size_t kl = strlen(key);
-    bool wild = kl > 0 && key[kl - 1] == '*';
-    size_t pl = wild ? kl - 1 : kl;
-    if (strlen(path) < pl)
-      continue;
-    bool match = true;
-    for (size_t i = 0; i < pl && match; i++)
-      match = tolower((unsigned char)key[i]) == tolower((unsigned char)path[i]);
-    if (!match || (!wild && path[pl] != '\0'))
-      continue;
-    if (!best_url || pl > best_len || (!wild && best_wild)) {
-      best_url = json_string_value(val);
-      best_len = pl;
-      best_wild = wild;
-    }
+  return rm->st && path && st_source_link(rm->st, path, out, cap);
+}
+
+static const char *generated_name(uint32_t g) {
+  switch (g) {
+  case CN_LAMBDA: return "lambda";
+  case CN_LOCAL_FUNCTION: return "local_function";
+  case CN_STATE_MACHINE: return "state_machine";
+  default: return NULL;
   }
-  if (!best_url)
-    return false;
-  size_t o = 0;
-  for (const char *u = best_url; *u && o + 1 < cap; u++) {
-    if (*u == '*' && best_wild) {
-      for (const char *r = path + best_len; *r && o + 1 < cap; r++)
-        out[o++] = *r == '\\' ? '/' : *r;
-    } else {
-      out[o++] = *u;
-    }
-  }
-  out[o] = '\0';
-  return true;
 }
 
 /* The "symbols" array for an answer (innermost first). */
@@ -170,6 +127,13 @@ static json_t *render_symbols(const render_module *rm, const st_answer *a) {
       json_object_set_new(o, "function_offset", render_hex(s->function_offset, 0));
     if (s->async_method)
       json_object_set_new(o, "async_method", render_string(s->async_method));
+    const char *gen = generated_name(s->generated);
+    if (s->user_method && gen) {
+      json_object_set_new(o, "user_method", render_string(s->user_method));
+      json_object_set_new(o, "generated", json_string(gen));
+      if (s->local_function)
+        json_object_set_new(o, "local_function", render_string(s->local_function));
+    }
     json_array_append_new(arr, o);
   }
   return arr;
@@ -186,6 +150,10 @@ json_t *render_frame_obj(const render_module *rm, const render_frame *f) {
   } else if (f->has_address) {
     json_object_set_new(o, "rva", render_hex(f->rva_or_token, 0));
   }
+  if (f->has_instruction_addr)
+    json_object_set_new(o, "instruction_addr", render_hex(f->instruction_addr, 0));
+  if (f->adjusted)
+    json_object_set_new(o, "adjust_instruction_addr", json_true());
   if (f->answer)
     json_object_set_new(o, "symbols", render_symbols(rm, f->answer));
   if (f->error)
@@ -204,7 +172,8 @@ char *render_frame_json(const render_module *rm, const render_frame *f) {
 json_t *render_answer_obj(const render_module *rm, const st_answer *a, int module,
                           bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
   char msg[96];
-  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL};
+  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL,
+                    false, 0, false};
   if (a->status != ST_OK) {
     if (is_managed)
       snprintf(msg, sizeof msg, "no method 0x%08x in this module", rva_or_token);
@@ -222,7 +191,53 @@ char *render_answer_json(const render_module *rm, const st_answer *a, int module
   return dump(render_answer_obj(rm, a, module, is_managed, rva_or_token, il_offset));
 }
 
-char *render_symtab_json(const symtab *st, const char *file) {
+static json_t *symtab_obj(const symtab *st, const char *file);
+
+char *render_symtab_json(const symtab *st, const char *file) { return dump(symtab_obj(st, file)); }
+
+char *render_pe_json(const pe_info *pe, const char *file, const char *code_file,
+                     const symtab *embedded) {
+  json_t *o = json_object();
+  json_object_set_new(o, "file", render_string(file));
+  json_object_set_new(o, "format", json_string("pe"));
+  json_object_set_new(o, "machine", render_hex(pe->machine, 0));
+  json_object_set_new(o, "managed", json_boolean(pe->is_dotnet));
+  char code_id[24];
+  snprintf(code_id, sizeof code_id, "%08X%x", pe->timestamp, pe->size_of_image);
+  json_object_set_new(o, "code_file", render_string(code_file));
+  json_object_set_new(o, "code_id", json_string(code_id));
+  json_t *cvs = json_array();
+  for (int i = 0; i < pe->ncodeview && i < PE_MAX_CODEVIEW; i++) {
+    const pe_codeview *cv = &pe->codeview[i];
+    json_t *e = json_object();
+    char name[MODULE_NAME_MAX + 1], id[48], hex[33], bp[48];
+    const char *why;
+    if (module_parse_file_name(cv->path, name, sizeof name, &why))
+      json_object_set_new(e, "debug_file", render_string(name));
+    else
+      json_object_set_new(e, "debug_file", json_null());
+    module_debug_id(cv->guid, cv->age, id);
+    module_guid_hex(cv->guid, hex);
+    snprintf(bp, sizeof bp, "%s%X", hex, cv->age);
+    if (cv->portable)
+      id[36] = '\0'; /* a Portable PDB is named by its GUID alone (its age is ignored) */
+    json_object_set_new(e, "debug_id", json_string(id));
+    json_object_set_new(e, "breakpad_id", cv->portable ? json_null() : json_string(bp));
+    json_object_set_new(e, "format", json_string(cv->portable ? "portable" : "windows"));
+    json_object_set_new(e, "pdb_path", render_string(cv->path));
+    if (i == 0) {
+      const char *keys[] = {"debug_file", "debug_id", "breakpad_id"};
+      for (size_t k = 0; k < 3; k++)
+        json_object_set(o, keys[k], json_object_get(e, keys[k]));
+    }
+    json_array_append_new(cvs, e);
+  }
+  json_object_set_new(o, "codeview", cvs);
+  json_object_set_new(o, "embedded_pdb", embedded ? symtab_obj(embedded, file) : json_false());
+  return dump(o);
+}
+
+static json_t *symtab_obj(const symtab *st, const char *file) {
   char id[48];
   uint32_t age = st->ident.format == ST_FORMAT_PORTABLE ? 0 : st->ident.age;
   module_debug_id(st->ident.guid, age, id);
@@ -248,5 +263,5 @@ char *render_symtab_json(const symtab *st, const char *file) {
   json_object_set_new(o, "sequence_points", json_integer((json_int_t)st->nseqpts));
   json_object_set_new(o, "source_link", json_boolean(st->source_link != 0));
   json_object_set_new(o, "memory_bytes", json_integer((json_int_t)st_memory_size(st)));
-  return dump(o);
+  return o;
 }

@@ -51,7 +51,7 @@
 #include "store.h"
 
 /* The BLOBs hold symtab.h's records exactly as in memory (store_codec.c). */
-#define STORE_LAYOUT 2 /* 2: st_public gained its size */
+#define STORE_LAYOUT 3 /* 2: st_public gained its size; 3: st_method user, local, gen */
 
 #define STORE_CHUNK ((size_t)1 << 20)
 #define STORE_NKINDS 8
