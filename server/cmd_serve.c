@@ -32,8 +32,16 @@ int cmd_serve(int argc, char **argv) {
             cfg.log_level);
     return 2;
   }
-  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes) {
-    fprintf(stderr, "pdbsym serve: max_inflight, max_connections and max_body_bytes must be > 0\n");
+  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.request_workers ||
+      !cfg.http_threads) {
+    fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, request_workers "
+                    "and http_threads must be > 0\n");
+    return 2;
+  }
+  if (cfg.max_inflight > 100000 || cfg.max_connections > 1000000 || cfg.request_workers > 4096 ||
+      cfg.http_threads > 256) {
+    fprintf(stderr, "pdbsym serve: max_inflight <= 100000, max_connections <= 1000000, "
+                    "request_workers <= 4096 and http_threads <= 256\n");
     return 2;
   }
 

@@ -29,8 +29,15 @@ typedef struct {
   uint64_t max_frames;
   uint64_t max_modules;
   uint64_t max_inflight;
+  uint64_t request_memory_max; /* bytes; 0: no budget */
+  uint64_t request_workers;
+  uint64_t http_threads;
   uint64_t max_connections;
-  uint64_t connection_timeout; /* seconds */
+  uint64_t max_connections_per_ip; /* 0: none */
+  uint64_t read_timeout;       /* seconds, absolute; 0: none */
+  uint64_t write_timeout;      /* seconds, absolute; 0: none */
+  uint64_t connection_timeout; /* seconds, idle */
+  char allowed_hosts[1024];
   uint64_t default_timeout;    /* seconds */
   uint64_t max_timeout;        /* seconds */
   uint64_t retry_after;        /* seconds */

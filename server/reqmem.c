@@ -1,0 +1,82 @@
+/*
+ * reqmem.c - the memory budget of requests in flight (reqmem.h).
+ */
+#include "reqmem.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic uint64_t budget_max;
+static _Atomic uint64_t used, peak, refused;
+
+void rm_set_max(uint64_t max_bytes) { atomic_store(&budget_max, max_bytes); }
+uint64_t rm_max(void) { return atomic_load(&budget_max); }
+
+bool rm_reserve(uint64_t n) {
+  uint64_t max = atomic_load(&budget_max);
+  uint64_t cur = atomic_load(&used);
+  for (;;) {
+    if (n > UINT64_MAX - cur || (max && cur + n > max)) {
+      atomic_fetch_add(&refused, 1);
+      return false;
+    }
+    if (atomic_compare_exchange_weak(&used, &cur, cur + n))
+      break;
+  }
+  uint64_t now = cur + n, p = atomic_load(&peak);
+  while (now > p && !atomic_compare_exchange_weak(&peak, &p, now)) {
+  }
+  return true;
+}
+
+void rm_release(uint64_t n) { atomic_fetch_sub(&used, n); }
+uint64_t rm_used(void) { return atomic_load(&used); }
+uint64_t rm_peak(void) { return atomic_load(&peak); }
+uint64_t rm_refused(void) { return atomic_load(&refused); }
+
+bool rm_buf_reserve(rm_buf *b, size_t n) {
+  if (b->failed)
+    return false;
+  if (n <= b->size)
+    return true;
+  if (b->cap && n > b->cap) {
+    b->failed = b->over_cap = true;
+    return false;
+  }
+  size_t size = b->size ? b->size : 4096;
+  while (size < n)
+    size = size > SIZE_MAX / 2 ? n : size * 2;
+  if (b->cap && size > b->cap)
+    size = b->cap;
+  /* the new block is reserved before it exists, the old one given back only
+   * once it is gone: during realloc both may be resident */
+  if (!rm_reserve(size)) {
+    b->failed = true;
+    return false;
+  }
+  char *p = realloc(b->p, size);
+  if (!p) {
+    rm_release(size);
+    b->failed = true;
+    return false;
+  }
+  rm_release(b->size);
+  b->p = p;
+  b->size = size;
+  return true;
+}
+
+bool rm_buf_append(rm_buf *b, const void *data, size_t n) {
+  if (n > SIZE_MAX - b->len || !rm_buf_reserve(b, b->len + n))
+    return false;
+  memcpy(b->p + b->len, data, n);
+  b->len += n;
+  return true;
+}
+
+void rm_buf_free(rm_buf *b) {
+  free(b->p);
+  rm_release(b->size);
+  memset(b, 0, sizeof *b);
+}
