@@ -300,3 +300,8 @@ bool jw_finish(jwalk *w) {
     return fail_at(w, w->pos, "end of file expected");
   return true;
 }
+
+bool jw_fail(jwalk *w, const char *what) {
+  skip_ws(w);
+  return fail_at(w, w->pos, what);
+}

@@ -76,4 +76,8 @@ void jw_init_at(jwalk *w, const char *text, size_t len, size_t pos);
 /* After the top-level value: true when only whitespace is left. */
 bool jw_finish(jwalk *w);
 
+/* Records an error "WHAT near '...' (line L, column C)" at the cursor (the
+ * caller's own rule, such as "'[' or '{' expected"); returns false. */
+bool jw_fail(jwalk *w, const char *what);
+
 #endif
