@@ -44,9 +44,11 @@ bool rm_buf_reserve(rm_buf *b, size_t n) {
     b->failed = b->over_cap = true;
     return false;
   }
+  /* doubling while small, then a quarter more each time: a 3 MB answer
+   * reserves at most 25 % more than it holds */
   size_t size = b->size ? b->size : 4096;
   while (size < n)
-    size = size > SIZE_MAX / 2 ? n : size * 2;
+    size = size > SIZE_MAX / 2 ? n : size < (1u << 20) ? size * 2 : size + size / 4;
   if (b->cap && size > b->cap)
     size = b->cap;
   /* the new block is reserved before it exists, the old one given back only
@@ -73,6 +75,17 @@ bool rm_buf_append(rm_buf *b, const void *data, size_t n) {
   memcpy(b->p + b->len, data, n);
   b->len += n;
   return true;
+}
+
+void rm_buf_shrink(rm_buf *b) {
+  if (b->failed || b->len == b->size || !b->len)
+    return;
+  char *p = realloc(b->p, b->len);
+  if (!p)
+    return; /* keeps the larger block, still reserved */
+  rm_release(b->size - b->len);
+  b->p = p;
+  b->size = b->len;
 }
 
 void rm_buf_free(rm_buf *b) {

@@ -46,6 +46,8 @@ typedef struct {
 bool rm_buf_append(rm_buf *b, const void *data, size_t n);
 /* Makes room for at least n bytes in total (reserving them); false as above. */
 bool rm_buf_reserve(rm_buf *b, size_t n);
+/* Gives back what the buffer holds beyond its length (realloc to fit). */
+void rm_buf_shrink(rm_buf *b);
 /* Frees the buffer and gives its reservation back; b is zeroed. */
 void rm_buf_free(rm_buf *b);
 

@@ -113,6 +113,20 @@ static bool room(rm_buf *b, size_t n, size_t sz) {
   return rm_buf_reserve(b, n * sz);
 }
 
+/* The arrays are final: give back what their growth reserved beyond them
+ * (they are re-pointed, realloc may move them). */
+static void shrink(rq_request *r) {
+  rm_buf_shrink(&r->mods_b);
+  rm_buf_shrink(&r->frames_b);
+  rm_buf_shrink(&r->v5_b);
+  rm_buf_shrink(&r->stacks_b);
+  rm_buf_shrink(&r->names);
+  r->mods = (rq_module *)(void *)r->mods_b.p;
+  r->frames = (rq_frame *)(void *)r->frames_b.p;
+  r->v5_frames = (rq_v5_frame *)(void *)r->v5_b.p;
+  r->stacks = (rq_stack *)(void *)r->stacks_b.p;
+}
+
 void rq_free(rq_request *r) {
   rm_buf_free(&r->mods_b);
   rm_buf_free(&r->frames_b);
@@ -458,6 +472,8 @@ rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *li
     res = bad(err, &s.ferr);
 done:
   jw_free(&w);
+  if (res == RQ_OK)
+    shrink(out);
   return res;
 }
 
@@ -814,5 +830,7 @@ rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rq_req
 done:
   jw_free(&w);
   free(jobs);
+  if (res == RQ_OK)
+    shrink(out);
   return res;
 }
