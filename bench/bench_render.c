@@ -1,24 +1,16 @@
 /*
  * bench_render.c - the in-process limit for bench_http.py: the same frames
  * answered without HTTP, with the PDBs parsed once up front, then for each
- * round every frame looked up (st_lookup_rva) and rendered (render_frame)
+ * round every frame looked up (st_lookup_rva) and rendered (render_answer_obj)
  * into one JSON answer that is serialised, as the server does per request.
+ * It builds the answer from the service's jansson objects as api.c does, so
+ * CMakeLists.txt gives it, by name, server/service/internal and jansson.
  *
  *   bench_render ROUNDS PDB:RVA,RVA,... [PDB:RVA,...]...
- * Prints frames per CPU second.  Needs the PDB reader: until parsers/pdb.c is
- * in the tree it prints "skipped" and exits 77.
+ * Prints frames per CPU second.
  */
-#if defined(__has_include)
-#if __has_include("../parsers/pdb.c") && __has_include("../parsers/pe.c") && \
-    __has_include("../parsers/ppdb.c")
-#define HAVE_READERS 1
-#endif
-#endif
-
 #include <stdio.h>
 #include <stdlib.h>
-
-#ifdef HAVE_READERS
 #include <string.h>
 #include <time.h>
 
@@ -26,7 +18,7 @@
 
 #include "filemap.h"
 #include "loader.h"
-#include "render.h"
+#include "render_json.h"
 
 #define MAX_MODS 64
 
@@ -84,7 +76,7 @@ int main(int argc, char **argv) {
       for (size_t k = 0; k < mods[i].n; k++) {
         st_answer a;
         st_lookup_rva(&mods[i].st, mods[i].rvas[k], &a);
-        json_array_append_new(frames, render_frame(&rm, &a, i, false, mods[i].rvas[k], 0));
+        json_array_append_new(frames, render_answer_obj(&rm, &a, i, false, mods[i].rvas[k], 0));
       }
       render_module_free(&rm);
     }
@@ -102,9 +94,3 @@ int main(int argc, char **argv) {
   }
   return 0;
 }
-#else
-int main(void) {
-  printf("skipped: the PDB reader is not in this tree\n");
-  return 77;
-}
-#endif

@@ -1,5 +1,5 @@
 /*
- * bench_store.c - figures for the SQLite line-table cache (server/store.c).
+ * bench_store.c - figures for the SQLite line-table cache (server/cache/).
  *
  *   bench_store [LINE_ROWS] [DIR]     (default 5000000 rows, a temp folder)
  *   bench_store --flat                ten times more modules than the cap holds

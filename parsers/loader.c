@@ -47,9 +47,17 @@ ps_err loader_read(const uint8_t *data, size_t len, const uint8_t *image, size_t
     rc = ppdb_read(data, len, budget, st, diag);
     break;
   case LOAD_PE: {
+    /* the inflated PDB and what is read from it share the image's allowance */
+    size_t cap = ps_budget_limit(budget, ps_input_allowance(len));
     uint8_t *pdb = NULL;
     size_t pdb_len = 0;
-    rc = pe_embedded_pdb(data, len, LOADER_MAX_EMBEDDED, &pdb, &pdb_len, diag);
+    rc = pe_embedded_pdb(data, len, LOADER_MAX_EMBEDDED, budget, &pdb, &pdb_len, diag);
+    if (rc == PS_E_OK) {
+      rc = ppdb_read(pdb, pdb_len, budget, st, diag);
+      free(pdb);
+      ps_budget_release(budget, pdb_len);
+    }
+    ps_budget_restore(budget, cap);
     if (rc == PS_E_NOT_FOUND) {
       ps_diag_clear(diag);
       return ps_diag_set(diag, PS_E_NOT_FOUND, "PE debug directory", (size_t)-1,
@@ -57,8 +65,6 @@ ps_err loader_read(const uint8_t *data, size_t len, const uint8_t *image, size_t
     }
     if (rc != PS_E_OK)
       return rc;
-    rc = ppdb_read(pdb, pdb_len, budget, st, diag);
-    free(pdb);
     if (rc == PS_E_OK && !image) {
       image = data;
       image_len = len;

@@ -108,6 +108,11 @@ ps_err msf_open(msf_file *m, const uint8_t *data, size_t len, ps_budget *budget,
   if (ndir < 4)
     return ps_diag_set(diag, PS_E_CORRUPT, "MSF superblock", 44,
                        "directory of %u bytes cannot hold a stream count", ndir);
+  /* the directory is made of the file's own blocks, each used once: it
+   * cannot be larger than the file (checked before it is allocated) */
+  if (ndir > len)
+    return ps_diag_set(diag, PS_E_CORRUPT, "MSF superblock", 44,
+                       "directory of %u bytes is larger than the %zu-byte file", ndir, len);
   m->block_size = bs;
   m->num_blocks = nblocks;
   if (!block_ok(m, map_addr))
@@ -155,13 +160,31 @@ ps_err msf_open(msf_file *m, const uint8_t *data, size_t len, ps_budget *budget,
     return ps_diag_set(diag, e, "MSF directory", 0, "%u streams", nstreams);
   }
   m->num_streams = nstreams;
+  /* Every block of the file belongs to at most one stream (LLVM's
+   * MSFBuilder and microsoft-pdb's msf.cpp allocate them from one free
+   * block map), so the streams together hold at most as many blocks as the
+   * file: a stream cannot be larger than the file, nor all of them.  This
+   * bounds every stream copy by the input's size. */
+  size_t file_blocks = len / bs;
   size_t total = 0;
   for (uint32_t i = 0; i < nstreams; i++) {
     uint32_t sz = rd_u32(&d, "MSF directory StreamSizes");
     m->sizes[i] = sz;
     m->first[i] = (uint32_t)total;
-    if (sz != MSF_NIL_STREAM)
-      total += blocks_for(sz, bs);
+    if (sz == MSF_NIL_STREAM)
+      continue;
+    total += blocks_for(sz, bs);
+    if (total > file_blocks) {
+      free(dir);
+      ps_budget_release(budget, ndir);
+      msf_close(m);
+      /* within NumBlocks, the file was cut short; past it, the sizes lie */
+      return ps_diag_set(diag, total <= nblocks ? PS_E_TRUNCATED : PS_E_CORRUPT,
+                         "MSF directory", 4 + (size_t)i * 4,
+                         "stream %u of %u bytes brings the streams to %zu blocks; the "
+                         "%zu-byte file has %zu blocks of %u bytes", i, sz, total, len,
+                         file_blocks, bs);
+    }
   }
   if (total * 4 > rd_left(&d) || total > UINT32_MAX) {
     free(dir);

@@ -122,6 +122,13 @@ typedef struct {
   /* sections: virtual addresses, 1-based section numbers */
   uint32_t *sect_va;
   uint32_t nsect;
+  /* the image's sections (after OMAP, the relinked ones), sorted by start:
+   * what bounds a public and tells code from data */
+  struct img_sect {
+    uint32_t start, end;
+    bool code;
+  } *isect;
+  size_t nisect, cisect;
   omap_entry *omap;
   size_t nomap;
   uint32_t *img_starts; /* sorted image rvas where an OMAP piece starts */
@@ -823,19 +830,9 @@ static ps_err read_lines(pdb_ctx *c, ps_reader *r) {
       }
       if (!native_ok)
         continue;
-      /* 0xF00F00 marks compiler-generated code that debuggers step through
-       * (as 0xFEEFEE does for managed code): DIA, and so Breakpad, skip such
-       * entries and the entry before covers the bytes */
-      if (line == 0xF00F00u)
-        continue;
-      /* a line covers up to the next entry, the last one up to the block end */
-      uint32_t next = cb;
-      for (uint32_t j = i + 1; j < n; j++) {
-        if ((ld32(ent + (size_t)j * 8 + 4) & 0xffffffu) != 0xF00F00u) {
-          next = ld32(ent + (size_t)j * 8);
-          break;
-        }
-      }
+      /* a line covers up to the next entry, the last one up to the block end;
+       * 0xFEEFEE and 0xF00F00 entries cover their own bytes too (pdb.h) */
+      uint32_t next = i + 1 < n ? ld32(ent + (size_t)(i + 1) * 8) : cb;
       if (next <= o)
         continue; /* an empty range: the next entry at the same offset wins */
       line_arg a = {line, file};
@@ -1353,6 +1350,60 @@ static void read_names(pdb_ctx *c, uint32_t sn) {
   c->names_len = blen;
 }
 
+static int cmp_img_sect(const void *a, const void *b) {
+  const struct img_sect *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The image's section headers (PE/COFF IMAGE_SECTION_HEADER: VirtualSize at
+ * 8, VirtualAddress at 12, SizeOfRawData at 16, Characteristics at 36).
+ * Without them publics keep no section bound (and data publics are dropped). */
+static ps_err read_image_sections(pdb_ctx *c, uint16_t sn) {
+  msf_stream_t s;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (sn == 0xFFFF || msf_stream(&c->msf, sn, &s, &d) != PS_E_OK)
+    return PS_E_OK;
+  size_t n = s.len / SECTION_HEADER_SIZE;
+  ps_err e = PS_E_OK;
+  c->isect = ps_alloc_array(c->budget, n ? n : 1, sizeof *c->isect, &e);
+  c->cisect = n ? n : 1;
+  if (!c->isect) {
+    msf_stream_free(&c->msf, &s);
+    return ps_diag_set(c->diag, e, "section headers", (size_t)-1, "%zu sections", n);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *h = s.data + i * SECTION_HEADER_SIZE;
+    uint32_t vsize = ld32(h + 8), va = ld32(h + 12), raw = ld32(h + 16), ch = ld32(h + 36);
+    uint64_t end = (uint64_t)va + (vsize ? vsize : raw);
+    if (end <= va)
+      continue;
+    struct img_sect *k = &c->isect[c->nisect++];
+    k->start = va;
+    k->end = end > UINT32_MAX ? UINT32_MAX : (uint32_t)end;
+    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE */
+    k->code = (ch & 0x20u) || (ch & 0x20000000u);
+  }
+  msf_stream_free(&c->msf, &s);
+  qsort(c->isect, c->nisect, sizeof *c->isect, cmp_img_sect);
+  return PS_E_OK;
+}
+
+/* the image section holding rva, or NULL */
+static const struct img_sect *image_section(const pdb_ctx *c, uint32_t rva) {
+  size_t lo = 0, hi = c->nisect;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c->isect[mid].start <= rva)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0 || rva >= c->isect[lo - 1].end)
+    return NULL;
+  return &c->isect[lo - 1];
+}
+
 static ps_err read_sections(pdb_ctx *c, const uint16_t *dbg, size_t ndbg) {
   uint32_t hdr_sn = MSF_NIL_STREAM;
   bool has_omap = ndbg > DBG_OMAP_FROM_SRC && msf_has_stream(&c->msf, dbg[DBG_OMAP_FROM_SRC]);
@@ -1429,7 +1480,7 @@ static ps_err read_sections(pdb_ctx *c, const uint16_t *dbg, size_t ndbg) {
       return ps_diag_set(c->diag, PS_E_CORRUPT, "OMAP from-src", (size_t)-1,
                          "entries are not sorted by source address");
   }
-  return PS_E_OK;
+  return read_image_sections(c, ndbg > DBG_SECTION_HDR ? dbg[DBG_SECTION_HDR] : 0xFFFF);
 }
 
 static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
@@ -1441,6 +1492,7 @@ static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
     return e;
   size_t pos = 0;
   char und[NAME_CAP];
+  bool x86 = c->st->ident.machine == 0x014C; /* IMAGE_FILE_MACHINE_I386 */
   while (pos + 4 <= s.len) {
     uint16_t rl = ld16(s.data + pos);
     uint16_t kind = ld16(s.data + pos + 2);
@@ -1455,18 +1507,25 @@ static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
       continue;
     uint32_t flags = ld32(p), off = ld32(p + 4);
     uint16_t seg = ld16(p + 8);
-    if (!(flags & 3u)) /* CVPSF_CODE | CVPSF_FUNCTION: data publics are no fallback names */
-      continue;
     size_t nl;
     const char *nm = rec_name(p + 10, n - 10, kind == S_PUB32_ST, &nl);
     uint32_t src, rva;
     if (!nm || !nl || !sect_rva(c, seg, off, &src) || !omap_map(c, src, &rva))
       continue;
+    /* code publics name code no procedure covers: those flagged
+     * CVPSF_CODE | CVPSF_FUNCTION, and the unflagged labels of assembly in
+     * an executable section (MASM's publics carry no flags; DIA calls them
+     * code, LLVM takes any public of the section) */
+    const struct img_sect *sec = image_section(c, rva);
+    if (!(flags & 3u) && !(sec && sec->code))
+      continue;
+    if (!sec && c->nisect)
+      continue; /* outside every section of the image */
     uint32_t mangled = st_str(c->st, nm, nl);
     uint32_t name = mangled;
-    if (undname_short(nm, nl, und, sizeof und))
+    if (undname_public(nm, nl, x86, und, sizeof und))
       name = st_cstr(c->st, und);
-    if (!st_add_public(c->st, rva, name, mangled))
+    if (!st_add_public_bounded(c->st, rva, sec ? sec->end - rva : 0, name, mangled))
       return ps_diag_set(c->diag, c->st->err, "symtab", (size_t)-1, "adding a public");
   }
   return PS_E_OK;
@@ -1507,6 +1566,29 @@ static ps_err read_contribs(pdb_ctx *c, const uint8_t *p, size_t len, size_t ori
   c->ncontribs = k;
   qsort(c->contribs, k, sizeof *c->contribs, cmp_contrib);
   return PS_E_OK;
+}
+
+/* Each module has a stream of its own (microsoft-pdb's dbi.cpp creates one
+ * per module): modules that share one would read it again and again, so a
+ * file a fraction of a megabyte long could fill the table many times over. */
+static ps_err check_module_streams(pdb_ctx *c) {
+  ps_err e = PS_E_OK;
+  size_t nbytes = c->msf.num_streams / 8 + 1;
+  uint8_t *seen = ps_alloc_array(c->budget, nbytes, 1, &e);
+  if (!seen)
+    return ps_diag_set(c->diag, e, "DBI module info", (size_t)-1, "%u streams",
+                       c->msf.num_streams);
+  for (size_t i = 0; i < c->nmods && e == PS_E_OK; i++) {
+    uint16_t sn = c->mods[i].sn;
+    if (sn == 0xFFFF || sn >= c->msf.num_streams)
+      continue; /* no symbols, or a missing stream read_module reports */
+    if (seen[sn / 8] & (1u << (sn % 8)))
+      e = ps_diag_set(c->diag, PS_E_CORRUPT, "DBI module info", c->mods[i].at,
+                      "module %zu uses stream %u, which an earlier module uses", i, sn);
+    seen[sn / 8] = (uint8_t)(seen[sn / 8] | (1u << (sn % 8)));
+  }
+  free_arr(c, seen, nbytes, 1);
+  return e;
 }
 
 static ps_err read_dbi(pdb_ctx *c) {
@@ -1611,6 +1693,8 @@ static ps_err read_dbi(pdb_ctx *c) {
     }
     c->mods[c->nmods++] = mi;
   }
+  if (e == PS_E_OK)
+    e = check_module_streams(c);
   for (size_t i = 0; e == PS_E_OK && i < c->nmods; i++) {
     const struct modinfo *mi = &c->mods[i];
     c->cur_mod = (uint32_t)i;
@@ -1636,6 +1720,9 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   c->st = st;
   c->diag = diag;
   c->budget = budget;
+  /* a PDB's symbols take about its size in memory: a file that asks for
+   * more than its allowance is refused (reader.h) */
+  size_t cap = ps_budget_limit(budget, ps_input_allowance(len));
   st->ident.format = ST_FORMAT_WINDOWS;
   ps_err e = msf_open(&c->msf, data, len, budget, diag);
   uint32_t names_sn = MSF_NIL_STREAM;
@@ -1653,6 +1740,7 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
       ps_diag_set(diag, e, "symtab", (size_t)-1, "finishing the symbol table");
   }
   free_arr(c, c->sect_va, c->nsect, sizeof *c->sect_va);
+  free_arr(c, c->isect, c->cisect, sizeof *c->isect);
   free_arr(c, c->omap, c->nomap, sizeof *c->omap);
   if (c->contribs)
     free(c->contribs);
@@ -1671,5 +1759,6 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   msf_stream_free(&c->msf, &c->tpi);
   msf_close(&c->msf);
   free(c);
+  ps_budget_restore(budget, cap);
   return e;
 }

@@ -256,8 +256,8 @@ ps_err pe_parse(const uint8_t *data, size_t len, pe_info *out, ps_diag *diag) {
   return PS_E_OK;
 }
 
-ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, uint8_t **out,
-                       size_t *out_len, ps_diag *diag) {
+ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, ps_budget *budget,
+                       uint8_t **out, size_t *out_len, ps_diag *diag) {
   *out = NULL;
   *out_len = 0;
   pe_image *img = malloc(sizeof *img);
@@ -292,14 +292,21 @@ ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, uint8_t
                        "inflated size %u is zero or over the cap %zu", (unsigned)size, max_size);
   if (d->size - 8 > UINT32_MAX)
     return ps_diag_set(diag, PS_E_LIMIT, "embedded Portable PDB", off, "too large");
-  uint8_t *buf = malloc(size);
+  /* the declared size is only a claim: a few compressed bytes must not
+   * reserve hundreds of megabytes (deflate can reach 1032:1, real PDBs 2:1) */
+  if ((uint64_t)size > (uint64_t)(d->size - 8) * PE_MAX_INFLATE_RATIO + 4096)
+    return ps_diag_set(diag, PS_E_LIMIT, "embedded Portable PDB", off + 4,
+                       "inflated size %u is over %u times the %u compressed bytes",
+                       (unsigned)size, PE_MAX_INFLATE_RATIO, (unsigned)(d->size - 8));
+  ps_err ae = PS_E_OK;
+  uint8_t *buf = ps_alloc_array(budget, size, 1, &ae);
   if (!buf)
-    return ps_diag_set(diag, PS_E_NOMEM, "embedded Portable PDB", off, "%u bytes",
-                       (unsigned)size);
+    return ps_diag_set(diag, ae, "embedded Portable PDB", off, "%u bytes", (unsigned)size);
   z_stream z;
   memset(&z, 0, sizeof z);
   if (inflateInit2(&z, -15) != Z_OK) {
     free(buf);
+    ps_budget_release(budget, size);
     return ps_diag_set(diag, PS_E_NOMEM, "embedded Portable PDB", off, "inflateInit2");
   }
   z.next_in = (Bytef *)(uintptr_t)(p + 8);
@@ -311,6 +318,7 @@ ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, uint8_t
   inflateEnd(&z);
   if (zr != Z_STREAM_END || got != size) {
     free(buf);
+    ps_budget_release(budget, size);
     return ps_diag_set(diag, PS_E_CORRUPT, "embedded Portable PDB", off + 8,
                        "deflate stream %s (%zu of %u bytes)",
                        zr == Z_STREAM_END ? "ends early" : zr == Z_BUF_ERROR ? "is longer than declared or truncated" : "is corrupt",
@@ -382,6 +390,8 @@ static long find_method(const tok_index *idx, size_t n, uint32_t token) {
   return lo < n && idx[lo].token == token ? (long)idx[lo].index : -1;
 }
 
+static ps_err method_names(const md_meta *mp, ps_budget *budget, symtab *st, ps_diag *diag);
+
 ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
                        ps_diag *diag) {
   pe_image *img = malloc(sizeof *img);
@@ -413,7 +423,16 @@ ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symta
   e = md_open(&m, data + md_off, md_size, md_off, diag);
   if (e != PS_E_OK)
     return e;
+  size_t cap = ps_budget_limit(budget, ps_input_allowance(md_size));
+  e = method_names(&m, budget, st, diag);
+  ps_budget_restore(budget, cap);
+  return e;
+}
 
+/* pe_method_names over the opened metadata */
+static ps_err method_names(const md_meta *mp, ps_budget *budget, symtab *st, ps_diag *diag) {
+  md_meta m = *mp;
+  ps_err e = PS_E_OK;
   uint32_t ntypes = md_rows(&m, MD_TYPEDEF), nmeth = md_rows(&m, MD_METHODDEF);
   ps_err ae = PS_E_OK;
   uint32_t *enclosing = ps_alloc_array(budget, (size_t)ntypes + 1, sizeof *enclosing, &ae);

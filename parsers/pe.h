@@ -43,14 +43,18 @@ bool pe_is_image(const uint8_t *data, size_t len); /* "MZ" + a PE header */
 ps_err pe_parse(const uint8_t *data, size_t len, pe_info *out, ps_diag *diag);
 
 /* Inflates the embedded Portable PDB (MPDB + deflate) into a new buffer the
- * caller frees; the inflated size is capped by max_size.  PS_E_NOT_FOUND when
- * the image has none. */
-ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, uint8_t **out,
-                       size_t *out_len, ps_diag *diag);
+ * caller frees (free(), then ps_budget_release(budget, *out_len)).  The
+ * inflated size is capped by max_size and by PE_MAX_INFLATE_RATIO times the
+ * compressed size, and taken from budget (may be NULL) before it is
+ * allocated.  PS_E_NOT_FOUND when the image has none. */
+#define PE_MAX_INFLATE_RATIO 64 /* corpus: 1.4x to 1.7x */
+ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, ps_budget *budget,
+                       uint8_t **out, size_t *out_len, ps_diag *diag);
 
 /* Sets the full name (Namespace.Type+Nested.Method) of every method of the
- * assembly's MethodDef table in st (st_set_method_name), before st_finish or
- * after (it keeps st finished if it was).  PS_E_NOT_FOUND when the image has
+ * assembly's MethodDef table in st (replacing the name of a method st holds,
+ * adding the others), before st_finish or after (it keeps st finished if it
+ * was).  PS_E_NOT_FOUND when the image has
  * no CLI metadata. */
 ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
                        ps_diag *diag);

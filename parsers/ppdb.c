@@ -262,7 +262,19 @@ ps_err ppdb_identify(const uint8_t *data, size_t len, ppdb_info *out, ps_diag *d
   return PS_E_OK;
 }
 
+static ps_err read_pdb(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
+                       ps_diag *diag);
+
 ps_err ppdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, ps_diag *diag) {
+  /* the symbols take a few bytes per byte of the file (reader.h) */
+  size_t cap = ps_budget_limit(budget, ps_input_allowance(len));
+  ps_err e = read_pdb(data, len, budget, st, diag);
+  ps_budget_restore(budget, cap);
+  return e;
+}
+
+static ps_err read_pdb(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
+                       ps_diag *diag) {
   md_meta m;
   ps_err e = md_open(&m, data, len, 0, diag);
   if (e != PS_E_OK)

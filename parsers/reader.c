@@ -173,9 +173,10 @@ ps_err rd_to_diag(const ps_reader *r, ps_diag *d) {
 void ps_budget_init(ps_budget *b, size_t cap) {
   b->cap = cap;
   b->used = 0;
+  b->peak = 0;
 }
 
-static bool budget_take(ps_budget *b, size_t bytes, ps_err *err) {
+bool ps_budget_take(ps_budget *b, size_t bytes, ps_err *err) {
   if (!b)
     return true;
   if (bytes > b->cap - b->used) {
@@ -184,6 +185,8 @@ static bool budget_take(ps_budget *b, size_t bytes, ps_err *err) {
     return false;
   }
   b->used += bytes;
+  if (b->used > b->peak)
+    b->peak = b->used;
   return true;
 }
 
@@ -194,7 +197,7 @@ void *ps_alloc_array(ps_budget *b, size_t n, size_t size, ps_err *err) {
       *err = PS_E_OVERFLOW;
     return NULL;
   }
-  if (!budget_take(b, bytes, err))
+  if (!ps_budget_take(b, bytes, err))
     return NULL;
   void *p = calloc(bytes ? bytes : 1, 1);
   if (!p) {
@@ -214,7 +217,7 @@ void *ps_realloc_array(ps_budget *b, void *p, size_t old_n, size_t new_n, size_t
       *err = PS_E_OVERFLOW;
     return NULL;
   }
-  if (new_bytes > old_bytes && !budget_take(b, new_bytes - old_bytes, err))
+  if (new_bytes > old_bytes && !ps_budget_take(b, new_bytes - old_bytes, err))
     return NULL;
   void *q = realloc(p, new_bytes ? new_bytes : 1);
   if (!q) {
@@ -235,4 +238,25 @@ void ps_budget_release(ps_budget *b, size_t bytes) {
   if (!b)
     return;
   b->used = bytes > b->used ? 0 : b->used - bytes;
+}
+
+size_t ps_input_allowance(size_t len) {
+  size_t a;
+  if (!ps_mul_size(len, PS_INPUT_FACTOR, &a) || !ps_add_size(a, PS_INPUT_FLOOR, &a))
+    return SIZE_MAX;
+  return a;
+}
+
+size_t ps_budget_limit(ps_budget *b, size_t bytes) {
+  if (!b)
+    return 0;
+  size_t old = b->cap, lim;
+  if (ps_add_size(b->used, bytes, &lim) && lim < b->cap)
+    b->cap = lim;
+  return old;
+}
+
+void ps_budget_restore(ps_budget *b, size_t cap) {
+  if (b)
+    b->cap = cap;
 }

@@ -91,7 +91,8 @@ static inline bool ps_range_ok(size_t off, size_t len, size_t total) {
  */
 typedef struct {
   size_t cap;   /* bytes allowed in total */
-  size_t used;  /* bytes handed out so far */
+  size_t used;  /* bytes handed out so far (less those released) */
+  size_t peak;  /* the highest `used` has been (for tests and measurements) */
 } ps_budget;
 
 #define PS_DEFAULT_BUDGET ((size_t)2 << 30) /* 2 GiB per parse */
@@ -106,5 +107,25 @@ void *ps_alloc_array(ps_budget *b, size_t n, size_t size, ps_err *err);
 void *ps_realloc_array(ps_budget *b, void *p, size_t old_n, size_t new_n, size_t size,
                        ps_err *err);
 void ps_budget_release(ps_budget *b, size_t bytes);
+
+/*
+ * Input-proportional caps.  A reader of an input of len bytes allocates at
+ * most ps_input_allowance(len) bytes, whatever the caller's budget: the
+ * symbols of a file take a few bytes per byte of it (corpus peak: 2.8x for
+ * Portable PDBs, 1.2x for Windows PDBs), so a crafted file that would make a
+ * reader allocate more is refused with PS_E_LIMIT once it has taken its
+ * allowance, instead of taking the whole budget.
+ */
+#define PS_INPUT_FACTOR 16                  /* bytes of allocation per input byte */
+#define PS_INPUT_FLOOR ((size_t)1 << 20)    /* plus this much for fixed buffers */
+size_t ps_input_allowance(size_t len);
+/* Lowers b's cap so that at most `bytes` more can be taken from it (never
+ * raises it); returns the cap to give back to ps_budget_restore afterwards.
+ * A NULL budget stays unlimited. */
+size_t ps_budget_limit(ps_budget *b, size_t bytes);
+void ps_budget_restore(ps_budget *b, size_t cap);
+/* Counts bytes allocated elsewhere (a buffer from another library) against
+ * the budget: false (and *err = PS_E_LIMIT) when they do not fit. */
+bool ps_budget_take(ps_budget *b, size_t bytes, ps_err *err);
 
 #endif

@@ -174,7 +174,12 @@ bool st_add_irange(symtab *st, uint32_t inl, uint32_t rva, uint32_t size, uint32
 }
 
 bool st_add_public(symtab *st, uint32_t rva, uint32_t name, uint32_t mangled) {
-  st_public p = {rva, name, mangled};
+  return st_add_public_bounded(st, rva, 0, name, mangled);
+}
+
+bool st_add_public_bounded(symtab *st, uint32_t rva, uint32_t limit, uint32_t name,
+                           uint32_t mangled) {
+  st_public p = {rva, limit, name, mangled};
   return PUSH(st, publics, npublics, cpublics, p);
 }
 
@@ -185,16 +190,6 @@ bool st_add_method(symtab *st, uint32_t token, uint32_t name, uint32_t kickoff) 
 
 bool st_add_seqpt(symtab *st, const st_seqpt *sp) {
   return PUSH(st, seqpts, nseqpts, cseqpts, *sp);
-}
-
-bool st_set_method_name(symtab *st, uint32_t token, uint32_t name) {
-  for (size_t i = 0; i < st->nmethods; i++) {
-    if (st->methods[i].token == token) {
-      st->methods[i].name = name;
-      return true;
-    }
-  }
-  return st_add_method(st, token, name, 0);
 }
 
 /* ---- stable sort (merge sort with one scratch buffer) ------------------ */
@@ -491,6 +486,26 @@ ps_err st_finish(symtab *st) {
     l->size = (uint32_t)(end - l->rva > UINT32_MAX ? UINT32_MAX : end - l->rva);
   }
 
+  /* public sizes: a public names the bytes from it up to the next public,
+   * the next function (which names its own bytes; past its end, Breakpad's
+   * processor gives the public no more either) and the end of its section */
+  for (size_t i = 0; i < st->npublics; i++) {
+    st_public *p = &st->publics[i];
+    uint64_t end = p->size ? (uint64_t)p->rva + p->size : (uint64_t)UINT32_MAX + 1;
+    size_t j = i + 1;
+    while (j < st->npublics && st->publics[j].rva == p->rva)
+      j++;
+    if (j < st->npublics && st->publics[j].rva < end)
+      end = st->publics[j].rva;
+    long f = p->rva ? last_le(st->funcs, st->nfuncs, sizeof *st->funcs,
+                              offsetof(st_func, rva), p->rva - 1)
+                    : -1;
+    if ((size_t)(f + 1) < st->nfuncs && st->funcs[f + 1].rva < end)
+      end = st->funcs[f + 1].rva;
+    uint64_t n = end - p->rva;
+    p->size = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+  }
+
   /* inline sites: find the owning function; ranges grouped by function */
   for (size_t i = 0; i < st->ninlines; i++) {
     long f = find_func(st, st->inlines[i].func_rva);
@@ -629,12 +644,49 @@ static const st_line *line_at(const symtab *st, long fi, uint32_t rva) {
   return l;
 }
 
+static bool line_visible(uint32_t line) {
+  return line != 0 && line != ST_HIDDEN_LINE && line != ST_NOSTEP_LINE;
+}
+
 static void set_line(const symtab *st, st_symbol *s, uint32_t file, uint32_t line) {
-  if (line == 0 || line == ST_HIDDEN_LINE)
+  if (!line_visible(line))
     return;
   s->file = file ? st_s(st, file) : NULL;
   s->line = line;
   s->has_line = true;
+}
+
+/* The line of l for a symbol whose code spans [lo, hi): a hidden line
+ * (0xFEEFEE) takes the nearest visible line at a lower address in that span,
+ * else the nearest at a higher one, as managed sequence points do; a
+ * never-step-into line (0xF00F00) is no source line at all.  Both are
+ * flagged hidden. */
+static void set_native_line(const symtab *st, st_symbol *s, const st_line *l, uint64_t lo,
+                            uint64_t hi) {
+  if (l->line == ST_NOSTEP_LINE) {
+    s->hidden = true;
+    return;
+  }
+  if (l->line != ST_HIDDEN_LINE) {
+    set_line(st, s, l->file, l->line);
+    return;
+  }
+  s->hidden = true;
+  size_t i = (size_t)(l - st->lines);
+  for (size_t j = i; j-- > 0 && st->lines[j].rva >= lo;) {
+    const st_line *k = &st->lines[j];
+    if (k->rva < l->rva && line_visible(k->line)) {
+      set_line(st, s, k->file, k->line);
+      return;
+    }
+  }
+  for (size_t j = i + 1; j < st->nlines && st->lines[j].rva < hi; j++) {
+    const st_line *k = &st->lines[j];
+    if (line_visible(k->line)) {
+      set_line(st, s, k->file, k->line);
+      return;
+    }
+  }
 }
 
 void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
@@ -643,26 +695,26 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
   out->namebuf[0] = '\0';
   long fi = find_func(st, rva);
   if (fi < 0) {
-    /* fallback: nearest preceding public, unless a known function ends between */
+    /* fallback: the nearest preceding public, within its size (its
+     * section, up to the next public or function) */
     long pi = last_le(st->publics, st->npublics, sizeof *st->publics,
                       offsetof(st_public, rva), rva);
     if (pi < 0)
       return;
     const st_public *p = &st->publics[pi];
-    long prev = st->nfuncs ? last_le(st->funcs, st->nfuncs, sizeof *st->funcs,
-                                     offsetof(st_func, rva), rva)
-                           : -1;
-    if (prev >= 0 && st->funcs[prev].rva >= p->rva)
-      return; /* rva lies past the end of a known function at or after the public */
+    if ((uint64_t)rva - p->rva >= p->size)
+      return;
     st_symbol *s = &out->syms[0];
     sym_clear(s);
     s->function = st_s(st, p->name);
     s->mangled = p->mangled ? st_s(st, p->mangled) : NULL;
     s->function_offset = rva - p->rva;
     s->has_offset = true;
+    /* code with lines and no procedure (assembly): the lines name file
+     * and line, the public the function */
     const st_line *l = line_at(st, -1, rva);
     if (l)
-      set_line(st, s, l->file, l->line);
+      set_native_line(st, s, l, p->rva, (uint64_t)p->rva + p->size);
     out->nsyms = 1;
     out->status = ST_OK;
     return;
@@ -758,7 +810,7 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
   s->has_offset = true;
   const st_line *l = line_at(st, fi, rva);
   if (l)
-    set_line(st, s, l->file, l->line);
+    set_native_line(st, s, l, f->rva, (uint64_t)f->rva + (f->size ? f->size : 1));
   out->nsyms = n;
   out->status = ST_OK;
 }

@@ -11,7 +11,8 @@
  *            inlines (one per S_INLINESITE: name, parent, depth, owning func)
  *            iranges sorted by (func, rva): code ranges of inline sites,
  *                    each with the inlinee's own line at that range
- *            publics sorted by rva (fallback names for stripped PDBs)
+ *            publics sorted by rva, each with the size it may name (fallback
+ *                    names for code no procedure covers: stripped PDBs, assembly)
  *   managed: methods sorted by token (name, kickoff method for MoveNext)
  *            seqpts  grouped per method, sorted by IL offset
  *
@@ -31,6 +32,7 @@
 
 #define ST_NONE UINT32_MAX
 #define ST_HIDDEN_LINE 0xFEEFEEu /* 16707566: compiler-generated sequence point */
+#define ST_NOSTEP_LINE 0xF00F00u /* 15732480: native code debuggers never step into */
 #define ST_MAX_INLINE_DEPTH 64
 
 typedef enum { ST_FORMAT_UNKNOWN = 0, ST_FORMAT_WINDOWS = 1, ST_FORMAT_PORTABLE = 2 } st_format;
@@ -59,7 +61,7 @@ typedef struct {
 typedef struct {
   uint32_t rva;
   uint32_t size;     /* bytes covered; 0 means "up to the next line or the function end" */
-  uint32_t line;     /* may be ST_HIDDEN_LINE */
+  uint32_t line;     /* may be ST_HIDDEN_LINE or ST_NOSTEP_LINE */
   uint32_t file;     /* string offset of the file name */
 } st_line;
 
@@ -81,6 +83,9 @@ typedef struct {
 
 typedef struct {
   uint32_t rva;
+  uint32_t size;     /* bytes it may name: up to the end of its section and the
+                      * next public or function (set by st_finish); before
+                      * st_finish, the section's limit, or 0 for none known */
   uint32_t name;     /* undecorated name */
   uint32_t mangled;  /* decorated name as stored (string offset) */
 } st_public;
@@ -154,10 +159,11 @@ uint32_t st_add_inline(symtab *st, uint32_t func_rva, uint32_t parent, uint32_t 
 bool st_add_irange(symtab *st, uint32_t inl, uint32_t rva, uint32_t size, uint32_t line,
                    uint32_t file);
 bool st_add_public(symtab *st, uint32_t rva, uint32_t name, uint32_t mangled);
+/* A public that may name at most limit bytes (the rest of its section). */
+bool st_add_public_bounded(symtab *st, uint32_t rva, uint32_t limit, uint32_t name,
+                           uint32_t mangled);
 bool st_add_method(symtab *st, uint32_t token, uint32_t name, uint32_t kickoff);
 bool st_add_seqpt(symtab *st, const st_seqpt *sp);
-/* Sets or replaces a method's name (adds the method if absent). */
-bool st_set_method_name(symtab *st, uint32_t token, uint32_t name);
 
 /* Sorts and finishes the table; returns PS_E_OK or the builder's error. */
 ps_err st_finish(symtab *st);
@@ -198,7 +204,12 @@ typedef struct {
   st_symbol syms[ST_MAX_INLINE_DEPTH + 1]; /* innermost first */
 } st_answer;
 
-/* Native: RVA -> function (or nearest public), inline chain, file and line. */
+/* Native: RVA -> function (or nearest public), inline chain, file and line.
+ * A public answers only inside its size (its section, up to the next public
+ * or function).  A line of ST_HIDDEN_LINE sets `hidden` and gives the nearest
+ * visible line at a lower address in the same function (or public range),
+ * else the nearest at a higher one, else no line; a line of ST_NOSTEP_LINE
+ * sets `hidden` and gives no line (see pdb.h). */
 void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out);
 /* Managed: (MethodDef token, IL offset) -> covering sequence point. */
 void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *out);

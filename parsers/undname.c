@@ -2378,3 +2378,16 @@ bool undname_short(const char *mangled, size_t len, char *out, size_t cap) {
 bool undname_full(const char *mangled, size_t len, char *out, size_t cap) {
   return undname(mangled, len, out, cap, MODE_FULL);
 }
+
+bool undname_public(const char *mangled, size_t len, bool x86, char *out, size_t cap) {
+  if (!mangled || !out || !cap)
+    return false;
+  if (undname(mangled, len, out, cap, MODE_SHORT))
+    return true;
+  /* x86 cdecl: the C compiler prefixes every external name with '_' */
+  if (x86 && len >= 2 && mangled[0] == '_') {
+    copy_through(mangled + 1, len - 1, out, cap);
+    return true;
+  }
+  return false;
+}

@@ -12,7 +12,7 @@
  * descriptors keep their type ("class geo::Widget `RTTI Type Descriptor'"),
  * x86 stdcall/fastcall C names lose their decoration ("_foo@12" ->
  * "foo") and ARM64EC entry points their "#".  A plain "_foo" is left alone: only the caller knows whether the
- * module is x86, where the underscore is a decoration.
+ * module is x86, where the underscore is a decoration (undname_public).
  *
  * Both read exactly len bytes of mangled (no NUL needed), write a
  * NUL-terminated string into out (truncated to cap) and return true; they
@@ -30,5 +30,13 @@
 
 bool undname_short(const char *mangled, size_t len, char *out, size_t cap);
 bool undname_full(const char *mangled, size_t len, char *out, size_t cap);
+
+/* The name of a public symbol as DbgHelp shows it with SYMOPT_UNDNAME, and
+ * llvm-symbolizer (LLVM 19) for an i386 image: undname_short, and on x86
+ * (x86 true) a plain C name loses its leading underscore too ("_foo" ->
+ * "foo", "__chkstk" -> "_chkstk"), as the stdcall and fastcall ones do
+ * ("_foo@12", "@foo@8" -> "foo").  Returns true when out differs from the
+ * input. */
+bool undname_public(const char *mangled, size_t len, bool x86, char *out, size_t cap);
 
 #endif

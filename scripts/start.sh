@@ -10,9 +10,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 export PDBSYM_CACHE_DIR=${PDBSYM_CACHE_DIR:-"$root/.pdbsym-cache"}
 export PDBSYM_LISTEN=${PDBSYM_LISTEN:-127.0.0.1:8765}
 mkdir -p "$PDBSYM_CACHE_DIR"
-if "$root/build/pdbsym" serve --help >/dev/null 2>&1; then
-  echo "pdbsym: serving on http://$PDBSYM_LISTEN (cache: $PDBSYM_CACHE_DIR)" >&2
-  exec "$root/build/pdbsym" serve "$@"
-fi
-echo "pdbsym: built; the HTTP service is not part of this version yet, the CLI is:" >&2
-exec "$root/build/pdbsym" --help
+echo "pdbsym: serving on http://$PDBSYM_LISTEN (cache: $PDBSYM_CACHE_DIR)" >&2
+exec "$root/build/pdbsym" serve "$@"

@@ -66,7 +66,7 @@ static void setup(void) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!eng)
     setup();
-  static const mt_route routes[] = {RT_SYMBOLICATE, RT_SYMBOLICATE_V5};
+  static const api_route_id routes[] = {RT_SYMBOLICATE, RT_SYMBOLICATE_V5};
   for (size_t i = 0; i < 2; i++) {
     api_response r;
     api_handle(&the_api, routes[i], "/symbolicate", NULL, (const char *)data, size, &r);

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *pdb = NULL;
   size_t pdb_len = 0;
   ps_diag_clear(&d);
-  if (pe_embedded_pdb(data, size, (size_t)4 << 20, &pdb, &pdb_len, &d) == PS_E_OK) {
+  if (pe_embedded_pdb(data, size, (size_t)4 << 20, NULL, &pdb, &pdb_len, &d) == PS_E_OK) {
     ps_diag_clear(&d);
     (void)ppdb_read(pdb, pdb_len, &b, &st, &d);
   }

@@ -1,7 +1,7 @@
 /*
  * corpus_util.h - helpers shared by the Portable PDB / PE corpus tests:
- * locating ../shared/corpus, reading whole files (gzip or not), MANIFEST rows,
- * and GUID formatting.  Test code only.
+ * locating ../shared/corpus, reading whole files (gzip or not: the one reader
+ * every unit test uses), MANIFEST rows, and GUID formatting.  Test code only.
  */
 #ifndef PDBSYM_CORPUS_UTIL_H
 #define PDBSYM_CORPUS_UTIL_H
@@ -23,33 +23,61 @@ static inline bool cu_corpus_dir(char *buf, size_t cap) {
   return stat(buf, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* whole file (transparently gunzipped when it ends in .gz); caller frees */
-static inline uint8_t *cu_read(const char *path, size_t *len) {
-  gzFile f = gzopen(path, "rb");
-  if (!f)
+/* The tests' one whole-file reader: path's bytes in a malloc'd buffer (the
+ * caller frees it) with a NUL after the last one, so text reads as a string;
+ * *len gets the size.  gunzip: a gzip'ed file comes back inflated (zlib reads
+ * any other file as it is; a read error ends the data early); else the bytes
+ * exactly as stored.  NULL when the file cannot be opened or read. */
+static inline uint8_t *cu_read_file(const char *path, size_t *len, bool gunzip) {
+  gzFile gz = gunzip ? gzopen(path, "rb") : NULL;
+  FILE *f = gunzip ? NULL : fopen(path, "rb");
+  if (!gz && !f)
     return NULL;
   size_t cap = 1 << 16, n = 0;
   uint8_t *buf = malloc(cap + 1);
-  for (;;) {
+  bool bad = false;
+  while (buf) {
     if (n == cap) {
       cap *= 2;
       uint8_t *nb = realloc(buf, cap + 1);
       if (!nb) {
         free(buf);
-        gzclose(f);
-        return NULL;
+        buf = NULL;
+        break;
       }
       buf = nb;
     }
-    int got = gzread(f, buf + n, (unsigned)(cap - n));
-    if (got <= 0)
+    size_t got;
+    if (gz) {
+      int r = gzread(gz, buf + n, (unsigned)(cap - n));
+      got = r > 0 ? (size_t)r : 0;
+    } else {
+      got = fread(buf + n, 1, cap - n, f);
+      bad = got == 0 && ferror(f);
+    }
+    if (got == 0)
       break;
-    n += (size_t)got;
+    n += got;
   }
-  gzclose(f);
+  if (gz)
+    gzclose(gz);
+  else
+    fclose(f);
+  if (!buf || bad) {
+    free(buf);
+    return NULL;
+  }
   buf[n] = 0;
   *len = n;
   return buf;
+}
+
+/* whole file, transparently gunzipped when it is gzip'ed; caller frees */
+static inline uint8_t *cu_read(const char *path, size_t *len) { return cu_read_file(path, len, true); }
+
+/* whole file, the bytes as stored (no gunzip); caller frees */
+static inline uint8_t *cu_read_raw(const char *path, size_t *len) {
+  return cu_read_file(path, len, false);
 }
 
 static inline bool cu_exists(const char *path) {

@@ -58,6 +58,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "corpus_util.h"
+
 /* A file's bytes; data is malloc'd, the caller frees it. */
 typedef struct {
   uint8_t *data;
@@ -131,38 +133,12 @@ static inline char *fx_native_path(const char *file) {
 
 /* Reads a whole file.  Returns 0, or -1 with a message on stderr. */
 static inline int fx_read_path(const char *path, fx_blob *out) {
-  out->data = NULL;
   out->len = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "fixtures: cannot open %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  size_t cap = 1 << 16, len = 0;
-  uint8_t *buf = malloc(cap);
-  while (buf) {
-    size_t n = fread(buf + len, 1, cap - len, f);
-    len += n;
-    if (len < cap)
-      break;
-    uint8_t *bigger = realloc(buf, cap * 2);
-    if (!bigger) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = bigger;
-    cap *= 2;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (!buf || bad) {
-    free(buf);
+  out->data = cu_read_raw(path, &out->len);
+  if (!out->data) {
     fprintf(stderr, "fixtures: cannot read %s\n", path);
     return -1;
   }
-  out->data = buf;
-  out->len = len;
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus_util.h"
 #include "pdb.h"
 #include "symtab.h"
 
@@ -31,32 +32,6 @@ static inline const char *corpus_dir(void) {
   return buf;
 }
 
-/* whole file, malloc'ed; NULL if unreadable */
-static inline uint8_t *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
-  for (;;) {
-    if (!buf) {
-      fclose(f);
-      return NULL;
-    }
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap)
-      break;
-    cap *= 2;
-    uint8_t *nb = realloc(buf, cap);
-    if (!nb)
-      free(buf);
-    buf = nb;
-  }
-  fclose(f);
-  *len = n;
-  return buf;
-}
-
 typedef struct {
   char *cols[16];
   int ncols;
@@ -69,7 +44,7 @@ static inline int manifest_rows(const char *dir, char **text, manifest_row **row
   char path[4200];
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
   size_t len = 0;
-  uint8_t *t = slurp(path, &len);
+  uint8_t *t = cu_read_raw(path, &len);
   if (!t)
     return 0;
   char *s = realloc(t, len + 1);
@@ -114,7 +89,7 @@ static inline int manifest_rows(const char *dir, char **text, manifest_row **row
  * diagnostic text goes to msg. */
 static inline ps_err read_pdb_file(const char *path, symtab *st, ps_budget *b, char *msg, size_t cap) {
   size_t len = 0;
-  uint8_t *data = slurp(path, &len);
+  uint8_t *data = cu_read_raw(path, &len);
   if (!data) {
     snprintf(msg, cap, "cannot read %.300s", path);
     return PS_E_IO;

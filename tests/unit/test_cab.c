@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cab.h"
+#include "corpus_util.h"
 #include "test.h"
 
 typedef struct {
@@ -41,22 +42,6 @@ static ps_err buf_sink(void *ctx, const uint8_t *d, size_t n) {
   return PS_E_OK;
 }
 
-static uint8_t *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  buf b = {0};
-  uint8_t tmp[65536];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
-    if (buf_sink(&b, tmp, n) != PS_E_OK)
-      break;
-  fclose(f);
-  *len = b.len;
-  if (!b.p)
-    b.p = malloc(1);
-  return b.p;
-}
 
 static char tmpdir[256];
 static const char *src_dir(void) {
@@ -82,7 +67,7 @@ static int compare_with_cabextract_ex(const char *path, bool verbose, bool embed
            out, out, out, path);
   int oracle_rc = run(cmd);
   size_t len = 0;
-  uint8_t *data = read_file(path, &len);
+  uint8_t *data = cu_read_raw(path, &len);
   CHECK(data != NULL);
   if (!data)
     return 0;
@@ -111,7 +96,7 @@ static int compare_with_cabextract_ex(const char *path, bool verbose, bool embed
         if (*p == '\\')
           *p = '/';
       size_t olen = 0;
-      uint8_t *odata = read_file(name, &olen);
+      uint8_t *odata = cu_read_raw(name, &olen);
       if (odata) {
         CHECK_EQ_U(b.len, olen);
         bool same = b.len == olen && (olen == 0 || memcmp(b.p, odata, olen) == 0);
@@ -178,7 +163,7 @@ TEST(cap_refuses_inflation) {
   char p[400];
   snprintf(p, sizeof p, "%s/bomb.pd_", tmpdir);
   size_t len = 0;
-  uint8_t *data = read_file(p, &len);
+  uint8_t *data = cu_read_raw(p, &len);
   CHECK(data && len < 65536);
   if (!data)
     return;
@@ -224,7 +209,7 @@ TEST(truncations_and_garbage) {
   char p[400];
   snprintf(p, sizeof p, "%s/t.cab", tmpdir);
   size_t len = 0;
-  uint8_t *data = read_file(p, &len);
+  uint8_t *data = cu_read_raw(p, &len);
   CHECK(data != NULL);
   if (!data)
     return;

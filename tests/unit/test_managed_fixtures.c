@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "corpus_util.h"
 #include "machine_paths.h"
 #include "test.h"
 
@@ -34,34 +35,13 @@ typedef struct {
 static mf_row g_rows[128];
 static size_t g_nrows;
 
-/* Reads a whole file (caller frees); *len gets its size.  NULL when absent. */
+/* A file of the fixture folder, whole and NUL-terminated (cu_read_raw;
+ * caller frees); *len gets its size.  NULL when absent. */
 static unsigned char *read_all(const char *rel, size_t *len) {
   char path[8192];
   snprintf(path, sizeof path, "%s/%s", g_dir, rel);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = 65536, n = 0;
-  unsigned char *buf = malloc(cap + 1);
-  size_t got;
-  while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-    n += got;
-    if (n == cap) {
-      unsigned char *bigger = realloc(buf, cap * 2 + 1);
-      if (!bigger) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = bigger;
-      cap *= 2;
-    }
-  }
-  fclose(f);
-  if (buf)
-    buf[n] = 0;
-  *len = n;
-  return buf;
+  *len = 0;
+  return cu_read_raw(path, len);
 }
 
 static int contains(const unsigned char *hay, size_t n, const void *needle, size_t m) {

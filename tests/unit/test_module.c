@@ -1,4 +1,4 @@
-/* Unit tests for server/module.c: the contract's module naming rules. */
+/* Unit tests for server/common/module.c: the contract's module naming rules. */
 #include "module.h"
 #include "test.h"
 

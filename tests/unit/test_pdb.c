@@ -76,7 +76,7 @@ typedef struct {
 
 static void check_seqpoints_tsv(const char *path, const symtab *st, tally *t) {
   size_t len = 0;
-  uint8_t *raw = slurp(path, &len);
+  uint8_t *raw = cu_read_raw(path, &len);
   if (!raw)
     return;
   char *s = realloc(raw, len + 1);
@@ -261,7 +261,7 @@ static void walk_other(const char *dir) {
       continue;
     }
     size_t len = 0;
-    uint8_t *data = slurp(p, &len);
+    uint8_t *data = cu_read_raw(p, &len);
     if (!data)
       continue;
     expect_error(data, len, p);
@@ -342,7 +342,7 @@ TEST(truncated_and_bitflipped_pdbs_fail_cleanly) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", g_corpus, files[f]);
     size_t len = 0;
-    uint8_t *data = slurp(path, &len);
+    uint8_t *data = cu_read_raw(path, &len);
     if (!data)
       continue;
     /* truncations: every superblock field, then spread over the file */

@@ -343,8 +343,8 @@ TEST(native_lookups_match_llvm_symbolizer) {
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, r->cols[0]);
     snprintf(pe_path, sizeof pe_path, "%s/%s", g_corpus, pe_rel);
     size_t pe_len = 0, pdb_len = 0;
-    uint8_t *pe = slurp(pe_path, &pe_len);
-    uint8_t *pdb = slurp(pdb_path, &pdb_len);
+    uint8_t *pe = cu_read_raw(pe_path, &pe_len);
+    uint8_t *pdb = cu_read_raw(pdb_path, &pdb_len);
     range code[16];
     int ncode = pe ? pe_code(pe, pe_len, code, 16) : 0;
     char pdb_name[512];
@@ -444,7 +444,9 @@ TEST(native_lookups_match_llvm_symbolizer) {
         printf("    %7ld  %s\n             e.g. %s\n", total->count[c], cause_names[c],
                total->example[c]);
     CHECK(images >= 30);
-    CHECK(total->count[C_AGREE] * 10 > all * 7); /* most answers agree outright */
+    /* most answers agree outright (public-symbol fallbacks aside: llvm
+     * --functions=short names none; test_pdb_llvm19 compares them) */
+    CHECK(total->count[C_AGREE] * 10 > (all - total->count[C_PUBLIC]) * 7);
     /* the rare "same function, other line" cases are bounded, anything else unexplained fails */
     CHECK(total->count[C_SAMELINE] * 100 <= all);
     CHECK(total->count[C_OTHERFILE] * 1000 <= all);
@@ -491,7 +493,7 @@ TEST(native_lookups_match_breakpad_sym) {
       {"windows-native-pdb/tecken/qipcap64.pdb", "windows-native-pdb/tecken/qipcap64.sym"},
   };
   st_answer *a = malloc(sizeof *a);
-  long tf = 0, tfok = 0, tl = 0, tlok = 0;
+  long tf = 0, tfok = 0, tl = 0, tlok = 0, nf00 = 0;
   for (size_t i = 0; a && i < sizeof pairs / sizeof *pairs; i++) {
     char pdb_path[4400], sym_path[4400], msg[400];
     snprintf(pdb_path, sizeof pdb_path, "%s/%s", g_corpus, pairs[i][0]);
@@ -597,6 +599,14 @@ TEST(native_lookups_match_breakpad_sym) {
                           (strstr(pairs[i][1], "tecken") &&
                            (strncmp(want_file, "hg:", 3) == 0 || base_eq(o->file, want_file))));
         bool ok = o && o->has_line && o->line == lno && same_file;
+        /* 0xF00F00 ("never step into", pdb.h): DIA's dump_syms prints it as
+         * a line (symbolic's crash.sym), we answer it hidden with no line;
+         * Mozilla's dump_syms folds it into the record before (basic32.sym:
+         * the record's last byte is then ours hidden) */
+        if (!ok && o && o->hidden && !o->has_line && (lno == 0xF00F00u || k == 1)) {
+          nf00++;
+          ok = true;
+        }
         if (ok)
           nlok++;
         else if (!example[0])
@@ -618,8 +628,8 @@ TEST(native_lookups_match_breakpad_sym) {
     st_free(&st);
   }
   free(a);
-  printf("  total: FUNC records %ld of %ld agree, line records (first and last byte) %ld of %ld\n",
-         tfok, tf, tlok, tl);
+  printf("  total: FUNC records %ld of %ld agree, line records (first and last byte) %ld of %ld"
+         " (%ld of them 0xF00F00 bytes, answered hidden with no line)\n", tfok, tf, tlok, tl, nf00);
   CHECK(tf > 1000 && tl > 10000);
   CHECK(tfok * 100 >= tf * 98); /* the rest: name spellings (DIA undecorates publics, `anonymous namespace') */
   CHECK(tlok * 1000 >= tl * 999);

@@ -125,13 +125,13 @@ TEST(synthetic_pe) {
   CHECK_EQ_S(pi.codeview[0].path, "demo.pdb");
   uint8_t *out = NULL;
   size_t out_len = 0;
-  CHECK_EQ_U(pe_embedded_pdb(pe, len, 1 << 20, &out, &out_len, &d), PS_E_OK);
+  CHECK_EQ_U(pe_embedded_pdb(pe, len, 1 << 20, NULL, &out, &out_len, &d), PS_E_OK);
   CHECK_EQ_U(out_len, pdb_len);
   CHECK(out && memcmp(out, pdb, pdb_len) == 0);
   free(out);
   /* the inflate cap */
   ps_diag_clear(&d);
-  CHECK_EQ_U(pe_embedded_pdb(pe, len, pdb_len - 1, &out, &out_len, &d), PS_E_LIMIT);
+  CHECK_EQ_U(pe_embedded_pdb(pe, len, pdb_len - 1, NULL, &out, &out_len, &d), PS_E_LIMIT);
   CHECK(out == NULL);
   /* not a PE, or a PE without CLI metadata */
   ps_diag_clear(&d);
@@ -170,7 +170,7 @@ TEST(synthetic_against_pdbdump) {
   uint8_t *pdb = NULL;
   ps_diag d;
   ps_diag_clear(&d);
-  CHECK_EQ_U(pe_embedded_pdb(pe, len, 1 << 20, &pdb, &pdb_len, &d), PS_E_OK);
+  CHECK_EQ_U(pe_embedded_pdb(pe, len, 1 << 20, NULL, &pdb, &pdb_len, &d), PS_E_OK);
   symtab st;
   st_init(&st, NULL);
   CHECK_EQ_U(ppdb_read(pdb, pdb_len, NULL, &st, &d), PS_E_OK);

@@ -62,7 +62,7 @@ static ps_err run_all(const uint8_t *data, size_t len) {
     uint8_t *pdb = NULL;
     size_t pdb_len = 0;
     ps_diag_clear(&d);
-    ps_err ee = pe_embedded_pdb(data, len, (size_t)16 << 20, &pdb, &pdb_len, &d);
+    ps_err ee = pe_embedded_pdb(data, len, (size_t)16 << 20, NULL, &pdb, &pdb_len, &d);
     diag_ok(ee, &d);
     st_init(&st, &b);
     if (ee == PS_E_OK) {
@@ -96,12 +96,9 @@ static void walk_other(const char *dir) {
       continue;
     }
     size_t len;
-    FILE *f = fopen(path, "rb"); /* raw bytes: no transparent gunzip here */
-    if (!f)
+    uint8_t *data = cu_read_raw(path, &len); /* raw bytes: no transparent gunzip here */
+    if (!data)
       continue;
-    uint8_t *data = malloc(sb.st_size ? (size_t)sb.st_size : 1);
-    len = fread(data, 1, (size_t)sb.st_size, f);
-    fclose(f);
     symtab st;
     st_init(&st, NULL);
     ps_diag d;

@@ -77,7 +77,7 @@ static void on_row(char **cols, int ncols, void *ctx) {
   } else {
     uint8_t *pdb = NULL;
     size_t pdb_len = 0;
-    ps_err e = pe_embedded_pdb(data, len, 64u << 20, &pdb, &pdb_len, &d);
+    ps_err e = pe_embedded_pdb(data, len, 64u << 20, NULL, &pdb, &pdb_len, &d);
     if (e == PS_E_OK)
       e = ppdb_read(pdb, pdb_len, &b, &st, &d);
     if (e != PS_E_OK) {

@@ -36,7 +36,7 @@ static void portable(const char *build, const char *pdb_rel, const char *oracle_
   ps_diag_clear(&d);
   char buf[320];
   if (pe_is_image(data, len)) {
-    CHECK_EQ_U(pe_embedded_pdb(data, len, 1 << 24, &inflated, &pdb_len, &d), PS_E_OK);
+    CHECK_EQ_U(pe_embedded_pdb(data, len, 1 << 24, NULL, &inflated, &pdb_len, &d), PS_E_OK);
     pdb = inflated;
   }
   ps_budget b;

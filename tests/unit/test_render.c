@@ -1,10 +1,19 @@
-/* Unit tests for server/render.c: the contract's JSON shape of answers,
+/* Unit tests for server/service/render.c: the contract's JSON shape of answers,
  * Source Link resolution, and names that are not valid UTF-8. */
+#include <stdlib.h>
+
 #include <jansson.h>
 
 #include "render.h"
 #include "symtab.h"
 #include "test.h"
+
+/* render.h's JSON text, read back to check its fields. */
+static json_t *parsed(char *text) {
+  json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+  free(text);
+  return o;
+}
 
 TEST(invalid_utf8_names_survive) {
   symtab st;
@@ -16,7 +25,7 @@ TEST(invalid_utf8_names_survive) {
   render_module_init(&rm, &st);
   st_answer a;
   st_lookup_rva(&st, 0x1004, &a);
-  json_t *f = render_frame(&rm, &a, 3, false, 0x1004, 0);
+  json_t *f = parsed(render_answer_json(&rm, &a, 3, false, 0x1004, 0));
   CHECK_EQ_S(json_string_value(json_object_get(f, "status")), "ok");
   CHECK_EQ_S(json_string_value(json_object_get(f, "rva")), "0x1004");
   CHECK_EQ_U(json_integer_value(json_object_get(f, "module")), 3);
@@ -48,7 +57,7 @@ TEST(source_link_and_managed_fields) {
   CHECK(!render_source_link(&rm, "/elsewhere/x.cs", url, sizeof url));
   st_answer a;
   st_lookup_token(&st, 0x06000001, 4, &a);
-  json_t *f = render_frame(&rm, &a, -1, true, 0x06000001, 4);
+  json_t *f = parsed(render_answer_json(&rm, &a, -1, true, 0x06000001, 4));
   CHECK(json_object_get(f, "module") == NULL);
   CHECK_EQ_S(json_string_value(json_object_get(f, "token")), "0x06000001");
   CHECK_EQ_U(json_integer_value(json_object_get(f, "il_offset")), 4);
@@ -60,7 +69,7 @@ TEST(source_link_and_managed_fields) {
   CHECK(json_object_get(s0, "function_offset") == NULL);
   json_decref(f);
   st_lookup_token(&st, 0x06000009, 0, &a);
-  f = render_frame(&rm, &a, 0, true, 0x06000009, 0);
+  f = parsed(render_answer_json(&rm, &a, 0, true, 0x06000009, 0));
   CHECK_EQ_S(json_string_value(json_object_get(f, "status")), "unknown_address");
   CHECK(json_string_value(json_object_get(f, "error")) != NULL);
   json_decref(f);

@@ -1,5 +1,5 @@
 /*
- * test_store.c - the SQLite line-table cache (server/store.c): a table read
+ * test_store.c - the SQLite line-table cache (server/cache/): a table read
  * back from disk answers every lookup exactly as the table that was stored;
  * one copy per key; hot-set budget and pins; negative entries; the byte cap;
  * broken, foreign and newer databases moved aside; damaged modules dropped.

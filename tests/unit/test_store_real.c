@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "corpus_util.h"
 #include "loader.h"
 #include "store.h"
 
@@ -100,29 +101,13 @@ static void compare(const symtab *a, const symtab *b) {
   }
 }
 
-static uint8_t *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *p = n > 0 ? malloc((size_t)n) : NULL;
-  if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-    free(p);
-    p = NULL;
-  }
-  fclose(f);
-  *len = p ? (size_t)n : 0;
-  return p;
-}
 
 static char tmpdir[256];
 static int files_compared;
 
 static void roundtrip_file(const char *path) {
   size_t len;
-  uint8_t *data = slurp(path, &len);
+  uint8_t *data = cu_read_raw(path, &len);
   if (!data)
     return;
   ps_budget budget;

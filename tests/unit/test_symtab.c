@@ -84,6 +84,75 @@ TEST(public_fallback) {
   st_free(&st);
 }
 
+TEST(public_bounds_and_lines) {
+  symtab st;
+  st_init(&st, NULL);
+  uint32_t asmf = st_cstr(&st, "x.asm");
+  /* a public in a section ending at 0x4100, lines and no procedure record */
+  st_add_public_bounded(&st, 0x4000, 0x100, st_cstr(&st, "memcpy"), st_cstr(&st, "_memcpy"));
+  st_add_line(&st, 0x4000, 0x10, 5, asmf);
+  st_add_line(&st, 0x4010, 0x10, ST_HIDDEN_LINE, asmf);
+  st_add_line(&st, 0x4020, 0x10, ST_NOSTEP_LINE, asmf);
+  st_add_line(&st, 0x4030, 0x10, 9, asmf);
+  /* two publics, a procedure between them */
+  st_add_public_bounded(&st, 0x5000, 0x1000, st_cstr(&st, "a"), st_cstr(&st, "_a"));
+  st_add_func(&st, 0x5080, 0x20, st_cstr(&st, "proc"), 0);
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+  st_answer a;
+  st_lookup_rva(&st, 0x4005, &a);
+  CHECK(a.status == ST_OK && a.syms[0].line == 5 && !a.syms[0].hidden);
+  CHECK_EQ_S(a.syms[0].file, "x.asm");
+  CHECK_EQ_S(a.syms[0].mangled, "_memcpy");
+  /* 0xFEEFEE: the nearest visible line below, flagged */
+  st_lookup_rva(&st, 0x4012, &a);
+  CHECK(a.status == ST_OK && a.syms[0].hidden && a.syms[0].has_line && a.syms[0].line == 5);
+  /* 0xF00F00: flagged, no line (not the line before) */
+  st_lookup_rva(&st, 0x4022, &a);
+  CHECK(a.status == ST_OK && a.syms[0].hidden && !a.syms[0].has_line);
+  st_lookup_rva(&st, 0x40ff, &a);
+  CHECK_EQ_U(a.status, ST_OK);
+  /* the end of the section bounds the public */
+  st_lookup_rva(&st, 0x4100, &a);
+  CHECK_EQ_U(a.status, ST_UNKNOWN_ADDRESS);
+  st_lookup_rva(&st, 0x7fffffff, &a);
+  CHECK_EQ_U(a.status, ST_UNKNOWN_ADDRESS);
+  /* the next procedure bounds it; past the procedure's end, nothing */
+  st_lookup_rva(&st, 0x507f, &a);
+  CHECK(a.status == ST_OK && strcmp(a.syms[0].function, "a") == 0);
+  st_lookup_rva(&st, 0x5090, &a);
+  CHECK_EQ_S(a.syms[0].function, "proc");
+  st_lookup_rva(&st, 0x50a0, &a);
+  CHECK_EQ_U(a.status, ST_UNKNOWN_ADDRESS);
+  st_free(&st);
+}
+
+TEST(native_hidden_lines) {
+  symtab st;
+  st_init(&st, NULL);
+  uint32_t f = st_cstr(&st, "f.c"), g = st_cstr(&st, "g.h");
+  st_add_func(&st, 0x1000, 0x40, st_cstr(&st, "f"), 0);
+  st_add_line(&st, 0x1000, 0x10, ST_HIDDEN_LINE, f); /* nothing below: the one above */
+  st_add_line(&st, 0x1010, 0x10, 7, g);
+  st_add_line(&st, 0x1020, 0x20, ST_HIDDEN_LINE, f);
+  st_add_func(&st, 0x2000, 0x10, st_cstr(&st, "h"), 0);
+  st_add_line(&st, 0x2000, 0x10, ST_HIDDEN_LINE, f); /* none visible in h */
+  st_add_func(&st, 0x3000, 0x10, st_cstr(&st, "k"), 0);
+  st_add_line(&st, 0x3000, 0x10, 3, f);
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+  st_answer a;
+  st_lookup_rva(&st, 0x1004, &a);
+  CHECK(a.syms[0].hidden && a.syms[0].line == 7);
+  CHECK_EQ_S(a.syms[0].file, "g.h");
+  st_lookup_rva(&st, 0x1030, &a);
+  CHECK(a.syms[0].hidden && a.syms[0].line == 7);
+  st_lookup_rva(&st, 0x1014, &a);
+  CHECK(!a.syms[0].hidden && a.syms[0].line == 7);
+  /* never another function's line, never 16707566 */
+  st_lookup_rva(&st, 0x2004, &a);
+  CHECK(a.syms[0].hidden && !a.syms[0].has_line);
+  st_free(&st);
+}
+
 TEST(managed_hidden_points) {
   symtab st;
   st_init(&st, NULL);
@@ -138,6 +207,8 @@ int main(void) {
   RUN(strings_dedup);
   RUN(native_lookup_with_inlines);
   RUN(public_fallback);
+  RUN(public_bounds_and_lines);
+  RUN(native_hidden_lines);
   RUN(managed_hidden_points);
   RUN(budget_limits_builder);
   return test_summary();

@@ -355,6 +355,41 @@ TEST(short_c_names_and_strings) {
   CHECK_EQ_S(got, "_foo@12");
 }
 
+/* Public names as DbgHelp (SYMOPT_UNDNAME) and llvm-symbolizer 19 show them
+ * for an i386 image (LLVM's demanglePE32ExternCFunc: cdecl "_foo", stdcall
+ * "_foo@12" and fastcall "@foo@8" are all "foo"; one underscore goes, so
+ * "__log10_pentium4" is "_log10_pentium4", as llvm-symbolizer-19 answers for
+ * dump_syms/basic32 rva 0x50080); other machines keep "_foo". */
+TEST(public_names) {
+  char got[256];
+  static const struct {
+    const char *in;
+    bool x86;
+    const char *out;
+  } cases[] = {
+      {"_foo", true, "foo"},
+      {"_foo", false, "_foo"},
+      {"__log10_pentium4", true, "_log10_pentium4"},
+      {"_foo@12", true, "foo"},
+      {"@foo@8", true, "foo"},
+      {"__foo@8", true, "_foo"},
+      {"memcpy", true, "memcpy"},
+      {"?foo@@YAXH@Z", true, "foo"},
+      {"?foo@@YAXH@Z", false, "foo"},
+      {"_", true, "_"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    bool changed = undname_public(cases[i].in, strlen(cases[i].in), cases[i].x86, got, sizeof got);
+    CHECK_EQ_S(got, cases[i].out);
+    CHECK_EQ_U(changed, strcmp(cases[i].in, cases[i].out) != 0);
+  }
+  /* a cut name and a tiny buffer stay NUL-terminated */
+  CHECK(undname_public("_foobar", 4, true, got, sizeof got));
+  CHECK_EQ_S(got, "foo");
+  CHECK(undname_public("_foobar", 7, true, got, 3));
+  CHECK_EQ_S(got, "fo");
+}
+
 /* Every prefix of every hand-picked name, unterminated, with small caps. */
 TEST(hostile_inputs) {
   size_t caps[] = {1, 2, 7, 64, 4096};
@@ -858,6 +893,7 @@ int main(void) {
   RUN(handpicked_full);
   RUN(handpicked_short);
   RUN(short_c_names_and_strings);
+  RUN(public_names);
   RUN(hostile_inputs);
   RUN(random_grammar_vs_llvm);
   RUN(corpus_publics);

@@ -1,0 +1,199 @@
+/*
+ * store_int.h - what the files of the cache share; not a public header (only
+ * server/cache/ has this folder on its include path).  The interface is
+ * store.h; schema: schema/NNN_name.sql.
+ *
+ *   store_db.c     the database: connections, opening (integrity, schema,
+ *                  migrations), the transactions that read and write a
+ *                  module, and the byte cap
+ *   store_hot.c    the hot set: finished symtabs in memory, LRU, pins, one
+ *                  read from SQLite per module however many threads ask
+ *   store_codec.c  a module <-> its rows: the symtab arrays as BLOB chunks,
+ *                  the checksum, validation of what comes back
+ *   store_admin.c  stats, list, evict, clear, verify (pdbsym cache ...)
+ *
+ * On disk: dir/pdbsym.sqlite in WAL mode with auto_vacuum=INCREMENTAL.  A
+ * complete module is one `modules` row (identity, counts, checksum) plus its
+ * symtab arrays as BLOB chunks of at most STORE_CHUNK bytes in `arrays`:
+ *
+ *   modules(id, key, status=0, counts..., data_bytes, checksum, last_used)
+ *      |
+ *      +-- arrays(module=id, kind=1 strings,   seq=0..) raw pool bytes
+ *      +-- arrays(module=id, kind=2 functions, seq=0..) st_func[]   24 B each
+ *      +-- arrays(module=id, kind=3 lines,     seq=0..) st_line[]   16 B each
+ *      +-- ... inline sites, inline ranges, publics, methods, sequence points
+ *
+ * A module is always loaded whole, so the arrays go back into memory with
+ * one sequential blob read each and no per-row decoding.  The row and its
+ * arrays are written in one transaction, so a reader sees all or nothing.
+ * Negative entries are `modules` rows with status != 0 and an expiry time.
+ *
+ * In memory: a hash table of finished symtabs (the hot set) with an LRU list
+ * and reference counts, under one mutex.  SQLite connections come from a
+ * small pool (one connection is used by one thread at a time); in-process
+ * writers are serialised by write_mu, other processes by SQLite's locks.
+ *
+ * Internal functions are named store__*.
+ */
+#ifndef PDBSYM_STORE_INT_H
+#define PDBSYM_STORE_INT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store.h"
+
+/* The BLOBs hold symtab.h's records exactly as in memory (store_codec.c). */
+#define STORE_LAYOUT 2 /* 2: st_public gained its size */
+
+#define STORE_CHUNK ((size_t)1 << 20)
+#define STORE_NKINDS 8
+#define STORE_BUSY_MS 30000
+#define STORE_TOUCH_SECONDS 60      /* last_used is written at most this often per module */
+#define STORE_EVICT_STEP 8          /* modules deleted per eviction transaction */
+#define STORE_MAX_POOL 8            /* idle connections kept */
+#define STORE_FETCH_ERROR_TTL 300   /* seconds a network failure is remembered */
+#define STORE_NBUCKETS 1024
+
+typedef struct hot {
+  char *key;
+  symtab st;
+  size_t mem;
+  int refs;
+  bool dead; /* no longer indexed (evicted or replaced); freed at the last release */
+  bool loading; /* being read from SQLite by one thread; others wait on store.cv */
+  bool failed;  /* the load found no usable table: result/neg/error say why */
+  store_result result;
+  store_neg_kind neg;
+  char error[256];
+  int64_t touched;
+  char source[256];
+  struct hot *prev, *next; /* LRU list, head = most recent */
+  struct hot *hnext;       /* hash chain */
+} hot;
+
+struct store {
+  char *dir, *path;
+  store_config cfg;
+  pthread_mutex_t mu; /* hot set */
+  pthread_cond_t cv;  /* signalled when a load finishes */
+  hot *buckets[STORE_NBUCKETS];
+  hot *lru_head, *lru_tail;
+  size_t mem_used, nhot;
+  pthread_mutex_t pool_mu;
+  sqlite3 *pool[STORE_MAX_POOL];
+  int npool;
+  pthread_mutex_t write_mu;
+};
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static inline int64_t now_s(void) { return (int64_t)time(NULL); }
+
+static inline void copy_str(char *dst, size_t cap, const char *src) {
+  snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static inline char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p)
+    memcpy(p, s, n);
+  return p;
+}
+
+static inline uint64_t file_size(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static inline int exec(sqlite3 *db, const char *sql) {
+  return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+static inline int64_t query_int(sqlite3 *db, const char *sql, int64_t dflt) {
+  sqlite3_stmt *q = NULL;
+  int64_t v = dflt;
+  if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+    v = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  return v;
+}
+
+static inline int64_t page_size(sqlite3 *db) { return query_int(db, "PRAGMA page_size", 4096); }
+
+/* Bytes of pages in use (the file minus its free list). */
+static inline uint64_t used_bytes(sqlite3 *db) {
+  int64_t pc = query_int(db, "PRAGMA page_count", 0);
+  int64_t fl = query_int(db, "PRAGMA freelist_count", 0);
+  return (uint64_t)(pc > fl ? pc - fl : 0) * (uint64_t)page_size(db);
+}
+
+/* ---- store_db.c ----------------------------------------------------------- */
+
+/* A connection from the pool (or a new one); NULL when none can be opened. */
+sqlite3 *store__conn_get(store *s);
+/* Back to the pool (an open transaction is rolled back); NULL is ignored. */
+void store__conn_put(store *s, sqlite3 *db);
+/* Records a use of key for LRU eviction (best effort). */
+void store__touch(sqlite3 *db, const char *key, int64_t when);
+/* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller),
+ * STORE_NEGATIVE with out's neg/error/source, or STORE_MISS.  A damaged
+ * module is logged and removed. */
+store_result store__load_module(store *s, const char *key, symtab *st, char *source,
+                                size_t source_cap, store_entry *out);
+
+/* ---- store_codec.c -------------------------------------------------------- */
+
+typedef struct {
+  void **ptr;
+  size_t *n, *cap;
+  size_t elem;
+} kind_ref;
+
+/* kind k (1..STORE_NKINDS) of st: pointer, count, capacity, element size */
+kind_ref store__kind(symtab *st, int k);
+/* CRC-32 of the arrays in kind order (modules.checksum). */
+uint32_t store__checksum(const symtab *st);
+
+typedef struct {
+  int64_t id;
+  int status;
+  int64_t counts[STORE_NKINDS + 1];
+  int64_t data_bytes, expires_at, layout;
+  uint32_t checksum;
+  char source[256], error[256];
+  st_ident ident;
+  uint32_t source_link;
+} module_row;
+
+/* Reads the `modules` row of key into *r; true when there is one.  *rc_out
+ * gets SQLITE_OK or the error. */
+bool store__read_row(sqlite3 *db, const char *key, module_row *r, int *rc_out);
+/* Loads the arrays of a complete module into st (finished, owned by st).
+ * Returns NULL or what is wrong (in why); *transient says whether the
+ * failure may pass (out of memory, a busy database) rather than damage. */
+const char *store__load_arrays(sqlite3 *db, const module_row *r, symtab *st, bool check_sum,
+                               char *why, size_t cap, bool *transient);
+/* Writes a complete module's row and arrays (in the caller's transaction). */
+int store__insert_module(sqlite3 *db, const char *key, const symtab *st, const char *source,
+                         uint64_t data_bytes, uint32_t checksum, int64_t now);
+/* Deletes a module's row (its arrays go with it: ON DELETE CASCADE). */
+int store__delete_module(sqlite3 *db, int64_t id);
+
+/* ---- store_hot.c ---------------------------------------------------------- */
+
+void store__hot_free(hot *h);
+/* Takes key out of the hot set (a pinned copy stays valid until released). */
+void store__hot_drop(store *s, const char *key);
+/* Takes every module out of the hot set (pinned copies stay valid). */
+void store__hot_clear(store *s);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * store.h - the SQLite line-table cache: the one public header of
+ * server/cache/, the only room that includes sqlite3.h (the build refuses it
+ * anywhere else; docs/architecture.md).  The room's files: store_db.c,
+ * store_hot.c, store_codec.c, store_admin.c (see internal/store_int.h).
+ *
+ * Modules are stored as line tables (the rows of a symtab) under a cache key
+ * (module_cache_key: "<debug_file lowercase>/<GUID><age>" or ".../<GUID>FFFFFFFF").
+ * A hot set of modules is kept in memory as finished symtabs within a byte
+ * budget, least recently used evicted; the database is kept under a byte cap
+ * by evicting least recently used modules; negative entries remember modules
+ * that were not found or could not be read, for a while.
+ *
+ * On disk (schema/001_init.sql): a `modules` row per module (identity, counts,
+ * sizes, timestamps, status, error) and the symtab's arrays as BLOB chunks of
+ * at most 1 MiB; a module is loaded whole, so the arrays come back with one
+ * sequential read each.  Every load checks the arrays' CRC-32 and indices; a
+ * damaged module is logged, removed and reported as a miss.  WAL mode: a
+ * crash leaves the last committed state.  A database that fails
+ * PRAGMA quick_check at open, or has a newer or foreign schema, is renamed to
+ * pdbsym.sqlite.broken-<time>-<pid> with a line on stderr, and a new one made.
+ *
+ * The cap: the database file stays at or under max_bytes (an ingest evicts
+ * least recently used entries first, a few per transaction, and free pages
+ * are reused or given back by incremental vacuum).  The WAL next to it is
+ * outside the cap: up to one module's size during an ingest, truncated after
+ * ingests over 4 MiB, else at most 8 MiB (journal_size_limit).  A module that
+ * alone would pass the cap is refused (PS_E_LIMIT).  Lowering the cap takes
+ * effect at the next ingest.
+ *
+ * Negative entries: missing (negative_missing_ttl), malformed
+ * (negative_malformed_ttl), fetch error (5 minutes); a positive entry is
+ * never replaced by a negative one.
+ *
+ * Thread safety: every function may be called from several threads at once.
+ * A module missing from memory is read from SQLite once; other threads asking
+ * for it meanwhile wait for that read.
+ * Ownership: a symtab returned by store_get stays valid until store_release;
+ * the store owns it.
+ */
+#ifndef PDBSYM_STORE_H
+#define PDBSYM_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "symtab.h"
+
+typedef struct store store;
+
+typedef struct {
+  const char *dir;                 /* cache folder; the database is dir/pdbsym.sqlite */
+  uint64_t max_bytes;              /* cap on the database file (0: 2 GiB) */
+  uint64_t mem_max_bytes;          /* hot-set budget in memory (0: 256 MiB) */
+  int64_t negative_missing_ttl;    /* seconds a "not found" is remembered (0: 3600) */
+  int64_t negative_malformed_ttl;  /* seconds a "could not read" is remembered (0: 86400) */
+  uint32_t max_negative;           /* cap on negative entries (0: 100000) */
+} store_config;
+
+typedef enum { STORE_MISS = 0, STORE_HIT, STORE_NEGATIVE } store_result;
+typedef enum { STORE_NEG_MISSING = 1, STORE_NEG_MALFORMED = 2, STORE_NEG_FETCH_ERROR = 3 } store_neg_kind;
+
+typedef struct {
+  const symtab *st;       /* STORE_HIT: finished table, valid until store_release */
+  void *pin;              /* internal */
+  char source[256];       /* where the module came from (URL or path) */
+  store_neg_kind neg;     /* STORE_NEGATIVE: why */
+  char error[256];        /* STORE_NEGATIVE: the recorded error */
+} store_entry;
+
+ps_err store_open(const store_config *cfg, store **out, ps_diag *diag);
+void store_close(store *s);
+
+store_result store_get(store *s, const char *key, store_entry *out);
+void store_release(store *s, store_entry *e);
+
+/* Ingests a finished symtab in one transaction (visible only once complete;
+ * two racing puts of one key end as one copy), evicting old modules first if
+ * the cap would be passed. */
+ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag);
+/* store_put, then the table moves into the hot set and comes back pinned in
+ * *out (so the engine need not read back what it just parsed).  st is taken
+ * in every case: its arrays are shrunk to size and owned by the store; the
+ * caller's symtab is zeroed.  Returns store_put's result: when the cache could
+ * not keep the module (e.g. PS_E_LIMIT), *out still holds the table (in memory
+ * only), unless out->st is NULL (out of memory). */
+ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
+                      store_entry *out, ps_diag *diag);
+ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error);
+
+/* ---- administration (pdbsym cache ...) ----------------------------------- */
+
+/* The SQLite library the cache runs with, e.g. "3.40.1" (static). */
+const char *store_sqlite_version(void);
+
+/* Bytes on disk of the cache database in dir and its journal files
+ * (pdbsym.sqlite, -wal, -journal), read without opening it. */
+uint64_t store_files_bytes(const char *dir);
+
+/* Path of the database file (owned by the store). */
+const char *store_path(const store *s);
+
+typedef struct {
+  uint64_t file_bytes;      /* pdbsym.sqlite on disk */
+  uint64_t wal_bytes;       /* pdbsym.sqlite-wal on disk */
+  uint64_t used_bytes;      /* pages in use (file minus free pages) */
+  uint64_t free_bytes;      /* free pages, reused by the next ingest */
+  uint64_t max_bytes;       /* the cap in force */
+  uint64_t modules;         /* complete modules */
+  uint64_t negatives;       /* negative entries (expired ones included) */
+  uint64_t data_bytes;      /* sum of the complete modules' array bytes */
+  uint64_t line_rows;       /* sum of line rows + sequence points */
+  uint64_t hot_modules, hot_bytes, mem_max_bytes; /* this process's hot set */
+  int schema_version;
+} store_stats;
+ps_err store_get_stats(store *s, store_stats *out);
+
+typedef struct {
+  const char *key;
+  int status;               /* 0 complete, else a store_neg_kind */
+  int format;               /* st_format */
+  const char *source, *error;
+  uint64_t data_bytes, nlines, nseqpts, nfuncs;
+  int64_t fetched_at, last_used, expires_at; /* unix seconds */
+} store_module_info;
+/* Calls fn for each entry, least recently used first; fn returns false to stop.
+ * The strings are valid during the call only. */
+ps_err store_list(store *s, bool (*fn)(void *ctx, const store_module_info *m), void *ctx);
+
+/* Removes the module under key (from disk and from the hot set; a pinned
+ * copy stays valid until released).  PS_E_NOT_FOUND if there is none. */
+ps_err store_evict(store *s, const char *key);
+/* Removes every entry, or only the negative ones; *removed gets the count. */
+ps_err store_clear(store *s, bool negatives_only, uint64_t *removed);
+
+/* Checks the database (PRAGMA integrity_check) and every complete module
+ * (counts, checksum, indices); calls fn for each problem.  With fix, damaged
+ * modules are removed.  Returns PS_E_OK when nothing was wrong, PS_E_CORRUPT
+ * otherwise; *checked gets the number of modules read. */
+ps_err store_verify(store *s, bool fix, void (*fn)(void *ctx, const char *key, const char *problem),
+                    void *ctx, uint64_t *checked);
+
+#endif

@@ -1,0 +1,347 @@
+/*
+ * store_hot.c - the cache's hot set: finished symtabs in memory within a byte
+ * budget, a hash table with an LRU list and reference counts under one mutex.
+ * A module missing from memory is read from SQLite by one thread; others
+ * asking for it meanwhile wait for that read.  See store.h.
+ */
+#include "store_int.h"
+
+static uint32_t hash_key(const char *k) {
+  uint32_t h = 2166136261u;
+  for (; *k; k++)
+    h = (h ^ (uint8_t)*k) * 16777619u;
+  return h;
+}
+
+void store__hot_free(hot *h) {
+  if (!h)
+    return;
+  st_free(&h->st);
+  free(h->key);
+  free(h);
+}
+
+/* ---- the hot set -------------------------------------------------------------- */
+
+static hot *hot_find(store *s, const char *key) {
+  for (hot *h = s->buckets[hash_key(key) % STORE_NBUCKETS]; h; h = h->hnext)
+    if (!strcmp(h->key, key))
+      return h;
+  return NULL;
+}
+
+static void lru_unlink(store *s, hot *h) {
+  if (h->prev)
+    h->prev->next = h->next;
+  else
+    s->lru_head = h->next;
+  if (h->next)
+    h->next->prev = h->prev;
+  else
+    s->lru_tail = h->prev;
+  h->prev = h->next = NULL;
+}
+
+static void lru_push_front(store *s, hot *h) {
+  h->prev = NULL;
+  h->next = s->lru_head;
+  if (s->lru_head)
+    s->lru_head->prev = h;
+  s->lru_head = h;
+  if (!s->lru_tail)
+    s->lru_tail = h;
+}
+
+/* Takes h out of the index (mu held).  The caller frees it if unpinned. */
+static void hot_unindex(store *s, hot *h) {
+  if (h->dead)
+    return;
+  hot **pp = &s->buckets[hash_key(h->key) % STORE_NBUCKETS];
+  while (*pp && *pp != h)
+    pp = &(*pp)->hnext;
+  if (*pp)
+    *pp = h->hnext;
+  lru_unlink(s, h);
+  s->nhot--;
+  h->dead = true;
+}
+
+/* Evicts unpinned modules from the LRU tail until the budget holds (mu held);
+ * returns a list (through hnext) to free once mu is released. */
+static hot *hot_trim(store *s) {
+  hot *freed = NULL;
+  hot *h = s->lru_tail;
+  while (h && s->mem_used > s->cfg.mem_max_bytes) {
+    hot *prev = h->prev;
+    if (h->refs == 0) {
+      hot_unindex(s, h);
+      s->mem_used -= h->mem;
+      h->hnext = freed;
+      freed = h;
+    }
+    h = prev;
+  }
+  return freed;
+}
+
+static void free_list(hot *h) {
+  while (h) {
+    hot *next = h->hnext;
+    store__hot_free(h);
+    h = next;
+  }
+}
+
+static void pin_entry(hot *h, store_entry *out) {
+  h->refs++;
+  out->st = &h->st;
+  out->pin = h;
+  copy_str(out->source, sizeof out->source, h->source);
+}
+
+/* Inserts a loaded table (taken) and pins it; if another thread was faster,
+ * pins that one and frees ours. */
+static void hot_insert(store *s, const char *key, symtab *st, const char *source,
+                       store_entry *out) {
+  hot *h = calloc(1, sizeof *h);
+  char *k = dup_str(key);
+  if (!h || !k) {
+    /* no memory for the entry: hand the table out unindexed, freed at release */
+    free(k);
+    if (h) {
+      h->st = *st;
+      h->dead = true;
+      h->mem = 0;
+      copy_str(h->source, sizeof h->source, source);
+      h->key = NULL;
+      h->refs = 1;
+      out->st = &h->st;
+      out->pin = h;
+      copy_str(out->source, sizeof out->source, source);
+    } else {
+      st_free(st);
+    }
+    return;
+  }
+  h->key = k;
+  h->st = *st;
+  h->mem = st_memory_size(st);
+  h->touched = now_s();
+  copy_str(h->source, sizeof h->source, source);
+  pthread_mutex_lock(&s->mu);
+  hot *old = hot_find(s, key);
+  while (old && old->loading) {
+    pthread_cond_wait(&s->cv, &s->mu);
+    old = hot_find(s, key);
+  }
+  if (old) {
+    lru_unlink(s, old);
+    lru_push_front(s, old);
+    pin_entry(old, out);
+    pthread_mutex_unlock(&s->mu);
+    store__hot_free(h);
+    return;
+  }
+  size_t b = hash_key(key) % STORE_NBUCKETS;
+  h->hnext = s->buckets[b];
+  s->buckets[b] = h;
+  lru_push_front(s, h);
+  s->nhot++;
+  s->mem_used += h->mem;
+  pin_entry(h, out);
+  hot *freed = hot_trim(s);
+  pthread_mutex_unlock(&s->mu);
+  free_list(freed);
+}
+
+void store__hot_drop(store *s, const char *key) {
+  hot *freed = NULL;
+  pthread_mutex_lock(&s->mu);
+  hot *h = hot_find(s, key);
+  if (h) {
+    hot_unindex(s, h);
+    if (h->refs == 0) {
+      s->mem_used -= h->mem;
+      freed = h;
+      h->hnext = NULL;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  free_list(freed);
+}
+
+store_result store_get(store *s, const char *key, store_entry *out) {
+  memset(out, 0, sizeof *out);
+  int64_t now = now_s();
+  bool need_touch = false;
+  hot *loader = NULL;
+  pthread_mutex_lock(&s->mu);
+  hot *h = hot_find(s, key);
+  if (h && h->loading) {
+    /* another thread is reading this module: wait for its table (one load) */
+    h->refs++;
+    while (h->loading)
+      pthread_cond_wait(&s->cv, &s->mu);
+    if (h->failed) {
+      store_result res = h->result;
+      out->neg = h->neg;
+      copy_str(out->error, sizeof out->error, h->error);
+      copy_str(out->source, sizeof out->source, h->source);
+      hot *freed = NULL;
+      if (--h->refs == 0) {
+        s->mem_used -= h->mem;
+        h->hnext = NULL;
+        freed = h;
+      }
+      pthread_mutex_unlock(&s->mu);
+      free_list(freed);
+      return res;
+    }
+    h->refs--; /* pin_entry below takes it again */
+  }
+  if (h) {
+    if (!h->dead) {
+      lru_unlink(s, h);
+      lru_push_front(s, h);
+    }
+    pin_entry(h, out);
+    if (now - h->touched >= STORE_TOUCH_SECONDS) {
+      h->touched = now;
+      need_touch = true;
+    }
+  } else {
+    /* a placeholder others can wait on while this thread reads SQLite */
+    loader = calloc(1, sizeof *loader);
+    if (loader && (loader->key = dup_str(key)) != NULL) {
+      loader->loading = true;
+      loader->refs = 1;
+      loader->touched = now;
+      size_t b = hash_key(key) % STORE_NBUCKETS;
+      loader->hnext = s->buckets[b];
+      s->buckets[b] = loader;
+      lru_push_front(s, loader);
+      s->nhot++;
+    } else if (loader) {
+      free(loader);
+      loader = NULL;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (h) {
+    if (need_touch) {
+      sqlite3 *db = store__conn_get(s);
+      if (db)
+        store__touch(db, key, now);
+      store__conn_put(s, db);
+    }
+    return STORE_HIT;
+  }
+
+  symtab st;
+  char source[256] = "";
+  store_result result = store__load_module(s, key, &st, source, sizeof source, out);
+  if (!loader) { /* no memory for a placeholder: the old way */
+    if (result == STORE_HIT)
+      hot_insert(s, key, &st, source, out);
+    return result;
+  }
+  hot *freed = NULL;
+  pthread_mutex_lock(&s->mu);
+  loader->loading = false;
+  if (result == STORE_HIT) {
+    loader->st = st;
+    loader->mem = st_memory_size(&st);
+    s->mem_used += loader->mem;
+    copy_str(loader->source, sizeof loader->source, source);
+    loader->refs--; /* pin_entry takes it again */
+    pin_entry(loader, out);
+    freed = hot_trim(s);
+  } else {
+    loader->failed = true;
+    loader->result = result;
+    loader->neg = out->neg;
+    copy_str(loader->error, sizeof loader->error, out->error);
+    copy_str(loader->source, sizeof loader->source, out->source);
+    if (!loader->dead)
+      hot_unindex(s, loader);
+    if (--loader->refs == 0) {
+      loader->hnext = freed;
+      freed = loader;
+    }
+  }
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  free_list(freed);
+  return result;
+}
+
+void store_release(store *s, store_entry *e) {
+  if (!e || !e->pin)
+    return;
+  hot *h = e->pin, *freed = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (--h->refs == 0) {
+    if (h->dead) {
+      s->mem_used -= h->mem;
+      h->hnext = NULL;
+      freed = h;
+    } else if (s->mem_used > s->cfg.mem_max_bytes) {
+      freed = hot_trim(s);
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  free_list(freed);
+  e->pin = NULL;
+  e->st = NULL;
+}
+
+/* Frees builder state and spare capacity: a table in the hot set holds only
+ * its rows. */
+static void compact(symtab *st) {
+  free(st->hslots);
+  st->hslots = NULL;
+  st->hcap = st->hcount = 0;
+  st->budget = NULL;
+  for (int k = 1; k <= STORE_NKINDS; k++) {
+    kind_ref r = store__kind(st, k);
+    if (*r.cap > *r.n && *r.n > 0) {
+      void *p = realloc(*r.ptr, *r.n * r.elem);
+      if (p) {
+        *r.ptr = p;
+        *r.cap = *r.n;
+      }
+    }
+  }
+}
+
+ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
+                      store_entry *out, ps_diag *diag) {
+  memset(out, 0, sizeof *out);
+  ps_err result = store_put(s, key, st, source, diag);
+  if (!st->finished || !key) {
+    st_free(st);
+    return result;
+  }
+  compact(st);
+  hot_insert(s, key, st, source, out);
+  memset(st, 0, sizeof *st);
+  if (!out->st && result == PS_E_OK)
+    result = PS_E_NOMEM;
+  return result;
+}
+
+void store__hot_clear(store *s) {
+  hot *freed = NULL;
+  pthread_mutex_lock(&s->mu);
+  while (s->lru_head) {
+    hot *h = s->lru_head;
+    hot_unindex(s, h);
+    if (h->refs == 0) {
+      s->mem_used -= h->mem;
+      h->hnext = freed;
+      freed = h;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  free_list(freed);
+}

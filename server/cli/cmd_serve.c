@@ -1,0 +1,110 @@
+/*
+ * cmd_serve.c - `pdbsym serve`: reads the settings (config.h), opens the
+ * engine, serves HTTP (http.h) until SIGTERM or SIGINT, then lets the
+ * requests in flight finish, closes every connection and the engine (and with
+ * it the database) and exits 0.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "cli.h"
+#include "config.h"
+#include "engine.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "settings.h"
+
+int cmd_serve(int argc, char **argv) {
+  static srv_config cfg;
+  char err[1024];
+  int rc = cfg_load(&cfg, argc, argv, err, sizeof err);
+  if (rc == 1)
+    return 0;
+  if (rc) {
+    fprintf(stderr, "pdbsym serve: %s\n", err);
+    return 2;
+  }
+  if (!log_set_level(cfg.log_level)) {
+    fprintf(stderr, "pdbsym serve: log_level: '%s' is not debug, info, warn or error\n",
+            cfg.log_level);
+    return 2;
+  }
+  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.request_workers ||
+      !cfg.http_threads) {
+    fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, request_workers "
+                    "and http_threads must be > 0\n");
+    return 2;
+  }
+  if (cfg.max_inflight > 100000 || cfg.max_connections > 1000000 || cfg.request_workers > 4096 ||
+      cfg.http_threads > 256) {
+    fprintf(stderr, "pdbsym serve: max_inflight <= 100000, max_connections <= 1000000, "
+                    "request_workers <= 4096 and http_threads <= 256\n");
+    return 2;
+  }
+
+  /* Block the stop signals before any thread starts, so every thread
+   * inherits the mask and only sigwait below sees them. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  engine_config ec;
+  settings_engine_config_from(&cfg, &ec);
+  ec.on_download = mt_download_cb;
+  engine *eng = NULL;
+  ps_diag diag;
+  ps_diag_clear(&diag);
+  ps_err e = engine_open(&ec, &eng, &diag);
+  if (e != PS_E_OK) {
+    char buf[512];
+    log_line l;
+    log_begin(&l, LOG_ERROR, "cannot open the engine");
+    log_str(&l, "error", ps_diag_format(&diag, buf, sizeof buf));
+    log_str(&l, "cache_dir", cfg.cache_dir);
+    log_end(&l);
+    return 1;
+  }
+
+  static api a;
+  a.eng = eng;
+  a.cfg = &cfg;
+  a.draining = 0;
+  http_server *srv = http_start(&a, &cfg, err, sizeof err);
+  if (!srv) {
+    log_line l;
+    log_begin(&l, LOG_ERROR, "cannot start the HTTP server");
+    log_str(&l, "error", err);
+    log_end(&l);
+    engine_close(eng);
+    return 1;
+  }
+  log_line l;
+  log_begin_always(&l, LOG_INFO, "listening");
+  log_str(&l, "listen", cfg.listen);
+  log_int(&l, "port", (long long)http_port(srv));
+  log_str(&l, "cache_dir", cfg.cache_dir);
+  log_str(&l, "config_file", cfg.config_file[0] ? cfg.config_file : NULL);
+  log_str(&l, "version", PDBSYM_VERSION);
+  log_end(&l);
+
+  int sig = 0;
+  while (sigwait(&stop, &sig) != 0 && errno == EINTR) {
+  }
+  log_begin_always(&l, LOG_INFO, "stopping");
+  log_str(&l, "signal", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  log_end(&l);
+  a.draining = 1;
+  http_stop(srv, (unsigned)cfg.shutdown_grace);
+  engine_close(eng);
+  log_begin_always(&l, LOG_INFO, "stopped");
+  log_end(&l);
+  return 0;
+}

@@ -1,0 +1,154 @@
+/*
+ * settings.c - the shared settings of the CLI commands, read through config.c
+ * so that they and `pdbsym serve` agree (see settings.h).
+ */
+#include "settings.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_CACHE_MAX ((uint64_t)2 << 30)
+
+bool settings_parse_bytes(const char *s, uint64_t *out) {
+  if (!s || !isdigit((unsigned char)*s))
+    return false;
+  uint64_t v = 0;
+  while (isdigit((unsigned char)*s)) {
+    uint64_t d = (uint64_t)(*s - '0');
+    if (v > (UINT64_MAX - d) / 10)
+      return false;
+    v = v * 10 + d;
+    s++;
+  }
+  unsigned shift = 0;
+  switch (toupper((unsigned char)*s)) {
+  case 'K': shift = 10; s++; break;
+  case 'M': shift = 20; s++; break;
+  case 'G': shift = 30; s++; break;
+  case 'T': shift = 40; s++; break;
+  default: break;
+  }
+  if (*s == 'i' || *s == 'I')
+    s++;
+  if (*s == 'B' || *s == 'b')
+    s++;
+  if (*s != '\0')
+    return false;
+  if (shift && v > (UINT64_MAX >> shift))
+    return false;
+  *out = v << shift;
+  return true;
+}
+
+static void sync(settings *s) {
+  s->cache_dir = s->cfg.cache_dir;
+  s->symbol_path = s->cfg.symbol_path[0] ? s->cfg.symbol_path : NULL;
+  s->cache_max_bytes = s->cfg.cache_max_bytes ? s->cfg.cache_max_bytes : DEFAULT_CACHE_MAX;
+  s->offline = s->cfg.offline;
+}
+
+void settings_init(settings *s, int argc, char **argv) {
+  memset(s, 0, sizeof *s);
+  /* only --config is passed on: the other flags are the command's own */
+  char *args[3] = {"pdbsym", NULL, NULL};
+  int n = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+      args[1] = "--config";
+      args[2] = argv[i + 1];
+      n = 3;
+    } else if (!strncmp(argv[i], "--config=", 9)) {
+      args[1] = argv[i];
+      n = 2;
+    }
+  }
+  char err[1024];
+  if (cfg_load(&s->cfg, n, args, err, sizeof err) != 0) {
+    fprintf(stderr, "pdbsym: %s\n", err);
+    exit(2);
+  }
+  sync(s);
+}
+
+void settings_defaults(settings *s) { settings_init(s, 0, NULL); }
+
+static bool set_str(char *dst, size_t cap, const char *flag, const char *val) {
+  size_t n = strlen(val);
+  if (n >= cap) {
+    fprintf(stderr, "pdbsym: %s: value longer than %zu bytes\n", flag, cap - 1);
+    return false;
+  }
+  memcpy(dst, val, n + 1);
+  return true;
+}
+
+int settings_flag(settings *s, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  const char *val = NULL;
+  static const char *const with_value[] = {"--cache-dir", "--symbol-path", "--cache-max-bytes",
+                                           "--config"};
+  for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
+    size_t n = strlen(with_value[k]);
+    if (strncmp(a, with_value[k], n) != 0 || (a[n] != '\0' && a[n] != '='))
+      continue;
+    int used = 1;
+    if (a[n] == '=') {
+      val = a + n + 1;
+    } else if (*i + 1 < argc) {
+      val = argv[*i + 1];
+      used = 2;
+    } else {
+      fprintf(stderr, "pdbsym: %s needs a value\n", with_value[k]);
+      return -1;
+    }
+    bool ok = true;
+    if (k == 0) {
+      ok = set_str(s->cfg.cache_dir, sizeof s->cfg.cache_dir, with_value[k], val);
+    } else if (k == 1) {
+      ok = set_str(s->cfg.symbol_path, sizeof s->cfg.symbol_path, with_value[k], val);
+    } else if (k == 2) {
+      if (!settings_parse_bytes(val, &s->cfg.cache_max_bytes)) {
+        fprintf(stderr, "pdbsym: --cache-max-bytes takes a size like 500M or 2G, not '%s'\n", val);
+        ok = false;
+      }
+    } /* k == 3: --config was read by settings_init */
+    if (!ok)
+      return -1;
+    sync(s);
+    *i += used - 1;
+    return 1;
+  }
+  if (!strcmp(a, "--offline")) {
+    s->cfg.offline = true;
+    sync(s);
+    return 1;
+  }
+  return 0;
+}
+
+const char *settings_help(void) {
+  return "  --cache-dir DIR     cache folder (env PDBSYM_CACHE_DIR, default ./.pdbsym-cache)\n"
+         "  --symbol-path PATH  symbol sources, _NT_SYMBOL_PATH syntax (env PDBSYM_SYMBOL_PATH,\n"
+         "                      default Microsoft's public symbol server)\n"
+         "  --cache-max-bytes N cap on the cache's size, e.g. 2G (env PDBSYM_CACHE_MAX_BYTES)\n"
+         "  --offline           use the cache and local folders only (env PDBSYM_OFFLINE)\n"
+         "  --config FILE       a config file of `key = value` lines, as 'pdbsym serve --help'\n"
+         "                      lists (env PDBSYM_CONFIG)\n";
+}
+
+void settings_engine_config_from(const srv_config *cfg, engine_config *ec) {
+  memset(ec, 0, sizeof *ec);
+  ec->cache_dir = cfg->cache_dir;
+  ec->symbol_path = cfg->symbol_path[0] ? cfg->symbol_path : NULL;
+  ec->cache_max_bytes = cfg->cache_max_bytes; /* 0: the cache's default */
+  ec->mem_max_bytes = cfg->mem_max_bytes;
+  ec->max_pdb_bytes = cfg->max_pdb_bytes;
+  ec->max_parallel_downloads = (int)cfg->max_parallel_downloads;
+  ec->offline = cfg->offline;
+}
+
+void settings_engine_config(const settings *s, engine_config *ec) {
+  settings_engine_config_from(&s->cfg, ec);
+}

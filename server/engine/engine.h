@@ -1,0 +1,89 @@
+/*
+ * engine.h - resolving modules: the in-memory hot set, then the SQLite cache,
+ * then the symbol servers (download, parse, ingest), with one download per
+ * module however many requests wait for it.  Knows nothing of HTTP.
+ *
+ * Thread safety: all functions may be called from several threads at once.
+ */
+#ifndef PDBSYM_ENGINE_H
+#define PDBSYM_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "module.h"
+#include "symtab.h"
+
+typedef struct engine engine;
+
+typedef struct {
+  const char *cache_dir;         /* PDBSYM_CACHE_DIR */
+  const char *symbol_path;       /* PDBSYM_SYMBOL_PATH; NULL: Microsoft's public server */
+  uint64_t cache_max_bytes;      /* PDBSYM_CACHE_MAX_BYTES; 0: default */
+  uint64_t mem_max_bytes;        /* hot-set budget; 0: default */
+  uint64_t max_pdb_bytes;        /* largest PDB accepted; 0: default */
+  int max_parallel_downloads;    /* 0: default */
+  bool offline;                  /* never touch the network (cache and local sources only) */
+  /* called once per settled download job (not per waiting request), from the
+   * job's thread, with the outcome and the job's duration; may be NULL */
+  void (*on_download)(int outcome /* mod_status */, double seconds);
+} engine_config;
+
+typedef enum {
+  MOD_FOUND = 0,
+  MOD_MISSING,
+  MOD_MALFORMED,
+  MOD_FETCH_ERROR,
+  MOD_PENDING,
+} mod_status;
+
+typedef struct {
+  mod_status status;
+  st_format format;
+  const symtab *st;      /* MOD_FOUND: valid until engine_release */
+  void *pin;             /* internal */
+  bool from_cache;       /* answered without a download */
+  char source[256];      /* URL or path the module came from */
+  char error[256];       /* human-readable reason for other statuses */
+} mod_handle;
+
+ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag);
+void engine_close(engine *e);
+/* Shutdown: requests waiting for a download stop waiting (they get
+ * MOD_PENDING) and new downloads are refused; downloads running go on. */
+void engine_drain(engine *e);
+
+/* Resolves m.  Waits at most until deadline_ms (a CLOCK_MONOTONIC time in
+ * milliseconds; 0 means no limit); if the module is still being fetched then,
+ * the answer is MOD_PENDING and the work goes on in the background. */
+void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
+void engine_release(engine *e, mod_handle *h);
+
+/* Bytes of the cache's database files on disk (store_files_bytes); 0 for
+ * e NULL. */
+uint64_t engine_cache_bytes(engine *e);
+
+/* true once the cache is open and its migrations applied */
+bool engine_ready(engine *e);
+
+/* true when the cache already holds m (in format fmt, or either when
+ * ST_FORMAT_UNKNOWN). */
+bool engine_cached(engine *e, const module_id *m, st_format fmt);
+
+/* What the engine knows of m without fetching anything: true with
+ * MOD_FOUND (pinned: engine_release it), a remembered negative entry
+ * (MOD_MISSING, MOD_MALFORMED, MOD_FETCH_ERROR with its error) or
+ * MOD_PENDING while a download of m runs; false when it knows nothing. */
+bool engine_peek(engine *e, const module_id *m, mod_handle *out);
+
+/* Stores a finished table the caller parsed itself (local files, embedded
+ * PDBs) under m's key for format fmt.  The caller keeps st. */
+ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
+                     const char *source, ps_diag *diag);
+
+const char *mod_status_name(mod_status s); /* "found", "missing", ... */
+uint64_t engine_now_ms(void);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * api.h - the routes of `pdbsym serve` without the HTTP plumbing: a request
+ * (method, path, body) in, a response (status, JSON body, headers) out.
+ * http.c owns the sockets, limits on the wire and the request id; api.c
+ * owns the JSON in and out (jansson, inside server/service/ only: this
+ * header names no jansson type) and the calls into the engine.
+ *
+ *   POST /symbolicate                        frames in, answered frames out
+ *   GET  /modules/{debug_file}/{debug_id}    what the cache knows of a module
+ *   GET  /health, GET /ready, GET /metrics
+ *
+ * Thread safety: api_handle may run on many threads at once.
+ */
+#ifndef PDBSYM_API_H
+#define PDBSYM_API_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "engine.h"
+
+/* The routes (the request log and the metrics count by route). */
+typedef enum {
+  RT_SYMBOLICATE = 0,
+  RT_SYMBOLICATE_V5,
+  RT_MODULES,
+  RT_HEALTH,
+  RT_READY,
+  RT_METRICS,
+  RT_OTHER,
+  RT__COUNT
+} api_route_id;
+
+/* A frame's status in an answer (CONTRACT.md, "One answered frame"). */
+typedef enum {
+  FS_OK = 0,
+  FS_MISSING_SYMBOLS,
+  FS_UNKNOWN_ADDRESS,
+  FS_MALFORMED,
+  FS_FETCH_ERROR,
+  FS_PENDING,
+  FS_INVALID,
+  FS__COUNT
+} frame_status;
+
+/* "ok", "missing_symbols", ...; "invalid" for a value out of range. */
+const char *frame_status_name(frame_status s);
+/* "/symbolicate", "/modules", ...; "other" for a value out of range. */
+const char *api_route_name(api_route_id r);
+
+typedef struct {
+  engine *eng;              /* borrowed */
+  const srv_config *cfg;    /* borrowed */
+  atomic_int draining;      /* set on SIGTERM (main thread), read by request threads: /ready answers 503 */
+} api;
+
+typedef struct {
+  unsigned status;
+  char *body;               /* malloc'd; the caller frees */
+  size_t len;
+  const char *content_type; /* static */
+  const char *allow;        /* 405: the Allow header, static; else NULL */
+  unsigned retry_after;     /* > 0: a Retry-After header */
+  long frames, modules;     /* for the request log; -1 when not applicable */
+} api_response;
+
+typedef enum { API_MATCH_OK = 0, API_NOT_FOUND, API_BAD_METHOD } api_match;
+
+/* Which route a request goes to, decided from the request line alone so that
+ * the HTTP layer can refuse it before reading a body.  *allow is set for
+ * API_BAD_METHOD. */
+api_match api_route(const char *method, const char *path, api_route_id *route, const char **allow);
+
+/* Routes whose requests count toward max_inflight (they may wait on the engine). */
+bool api_route_heavy(api_route_id r);
+/* Routes that take a request body. */
+bool api_route_has_body(api_route_id r);
+
+/* Answers one request whose route api_route accepted. */
+void api_handle(api *a, api_route_id route, const char *path, const char *query_format,
+                const char *body, size_t len, api_response *out);
+
+/* A JSON error response {"error": msg, "field": field?}; field may be NULL. */
+void api_error(api_response *out, unsigned status, const char *msg, const char *field);
+
+#endif

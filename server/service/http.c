@@ -1,0 +1,774 @@
+/*
+ * http.c - libmicrohttpd plumbing for `pdbsym serve`: the event loop, the
+ * connection limits and deadlines (through conns.h), the requests that run on
+ * the worker pool (workers.h), and the checks that need only the request
+ * line and headers: Host (403), route (404, 405), Content-Type of a body
+ * (415), Content-Length (400, 413), requests in flight and the memory budget
+ * (503).  Also the request id, the request log and the metrics of every
+ * request.  The routes themselves are in api.c.  See http.h for the threads.
+ *
+ * A request's path through this file:
+ *   on_connection(STARTED)  conns_add: phase READ, its read deadline starts
+ *   on_request, first call  headers complete: the checks above
+ *   on_request, body calls  the body into a buffer charged to the budget
+ *   on_request, last call   light route: answered here (phase WRITE);
+ *                           heavy route: phase BUSY, connection suspended,
+ *                           run_request queued on the workers
+ *   run_request (worker)    api_handle, then MHD_resume_connection
+ *   on_request, resumed     the answer queued (phase WRITE)
+ *   on_completed            logged, counted, freed; phase READ again for the
+ *                           next request on a kept-alive connection
+ *   on_connection(CLOSED)   conns_remove
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "conns.h"
+#include "log.h"
+#include "metrics.h"
+#include "reqmem.h"
+#include "workers.h"
+
+#define MAX_ALLOWED_HOSTS 32
+
+struct http_server {
+  struct MHD_Daemon *d;
+  api *a;
+  const srv_config *cfg;
+  unsigned port;
+  conns *ct;
+  wpool *wp;
+  _Atomic long active;    /* requests begun and not yet completed (all routes) */
+  _Atomic long suspended; /* connections waiting for a worker's answer */
+  unsigned max_connections; /* in force (the fd limit may lower the setting) */
+  char listen_host[256];  /* the host part of `listen`, lower case */
+  bool allow_any_host;
+  unsigned nallowed;
+  char allowed[MAX_ALLOWED_HOSTS][256];
+};
+
+typedef struct {
+  http_server *srv;
+  struct MHD_Connection *c;
+  api_route_id route;
+  bool heavy_counted; /* counted in the metrics' in-flight gauge */
+  bool answered;      /* a response was queued */
+  bool too_large;
+  bool close_after;   /* the answer closes the connection */
+  bool out_of_memory; /* the body did not fit in the memory budget */
+  bool dispatched;    /* handed to a worker */
+  _Atomic bool done;  /* the worker's answer is in ar */
+  uint64_t discarded; /* body bytes thrown away after a refusal */
+  unsigned status;
+  rm_buf body;
+  char *url;          /* copy for the worker */
+  char *fmt;          /* ?format=, copy for the worker; NULL if absent */
+  api_response ar;
+  uint64_t start_ns;
+  char request_id[72];
+  char method[16];
+  char path[256];
+  long frames, modules;
+} req_ctx;
+
+static _Atomic long heavy_inflight;
+static _Atomic uint64_t id_counter;
+static uint64_t id_seed;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool id_char_ok(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         c == '-' || c == '_' || c == '.' || c == ':';
+}
+
+/* The client's X-Request-Id when it is 1..64 safe characters, else ours. */
+static void make_request_id(struct MHD_Connection *c, char *out, size_t cap) {
+  const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+  if (given) {
+    size_t n = strlen(given);
+    bool ok = n > 0 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++)
+      ok = id_char_ok(given[i]);
+    if (ok) {
+      snprintf(out, cap, "%s", given);
+      return;
+    }
+  }
+  uint64_t n = atomic_fetch_add(&id_counter, 1) + 1;
+  snprintf(out, cap, "%08llx-%08llx", (unsigned long long)(id_seed & 0xffffffffu),
+           (unsigned long long)n);
+}
+
+static conn_entry *entry_of(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+/* ---- Host and Content-Type ------------------------------------------------- */
+
+/* Lower-cases the host part of a Host header value (or of `listen`) into out:
+ * "[::1]:8765" -> "[::1]", "Example.COM.:80" -> "example.com".  false when
+ * the value is not a host with an optional port. */
+static bool host_part(const char *v, char *out, size_t cap) {
+  while (*v == ' ' || *v == '\t')
+    v++;
+  size_t n = strlen(v);
+  while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+    n--;
+  size_t hl;
+  if (n && v[0] == '[') {
+    const char *rb = memchr(v, ']', n);
+    if (!rb)
+      return false;
+    hl = (size_t)(rb - v) + 1;
+  } else {
+    const char *colon = memchr(v, ':', n);
+    hl = colon ? (size_t)(colon - v) : n;
+    if (colon && memchr(colon + 1, ':', n - hl - 1))
+      return false; /* an IPv6 address without brackets */
+  }
+  if (hl < n) { /* a port: ":" and digits */
+    if (v[hl] != ':' || hl + 1 == n)
+      return false;
+    for (size_t i = hl + 1; i < n; i++)
+      if (!isdigit((unsigned char)v[i]))
+        return false;
+  }
+  if (hl && v[hl - 1] == '.' && v[0] != '[')
+    hl--; /* "localhost." is "localhost" */
+  if (!hl || hl >= cap)
+    return false;
+  for (size_t i = 0; i < hl; i++)
+    out[i] = (char)tolower((unsigned char)v[i]);
+  out[hl] = '\0';
+  return true;
+}
+
+/* A Host that a DNS-rebinding page cannot send: an IP literal (a rebinding
+ * page's requests carry its own domain name, never an address), localhost,
+ * the listen address's host, or a name in allowed_hosts. */
+static bool host_allowed(const http_server *srv, const char *value) {
+  if (srv->allow_any_host)
+    return true;
+  char h[256];
+  if (!host_part(value, h, sizeof h))
+    return false;
+  unsigned char buf[16];
+  if (h[0] == '[') {
+    char inner[256];
+    size_t n = strlen(h);
+    memcpy(inner, h + 1, n - 2);
+    inner[n - 2] = '\0';
+    return inet_pton(AF_INET6, inner, buf) == 1;
+  }
+  if (inet_pton(AF_INET, h, buf) == 1 || !strcmp(h, "localhost") || !strcmp(h, srv->listen_host))
+    return true;
+  for (unsigned i = 0; i < srv->nallowed; i++)
+    if (!strcmp(h, srv->allowed[i]))
+      return true;
+  return false;
+}
+
+/* `application/json`, any case, with or without parameters. */
+static bool json_content_type(const char *ct) {
+  if (!ct)
+    return false;
+  while (*ct == ' ' || *ct == '\t')
+    ct++;
+  static const char want[] = "application/json";
+  if (strncasecmp(ct, want, sizeof want - 1))
+    return false;
+  char next = ct[sizeof want - 1];
+  return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+/* ---- Content-Length headers ------------------------------------------------ */
+
+typedef struct {
+  int count;
+  bool differ;
+  char first[32];
+} cl_scan;
+
+static enum MHD_Result scan_cl(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *value) {
+  (void)kind;
+  cl_scan *s = cls;
+  if (strcasecmp(key, "Content-Length"))
+    return MHD_YES;
+  if (s->count++ == 0)
+    snprintf(s->first, sizeof s->first, "%s", value ? value : "");
+  else if (strcmp(s->first, value ? value : ""))
+    s->differ = true;
+  return MHD_YES;
+}
+
+/* ---- responses -------------------------------------------------------------- */
+
+static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                                     api_response *ar) {
+  /* the body goes to libmicrohttpd as it is, no copy: it frees it */
+  struct MHD_Response *resp =
+      ar->body ? MHD_create_response_from_buffer_with_free_callback(ar->len, ar->body, free)
+               : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!resp) {
+    free(ar->body);
+    ar->body = NULL;
+    return MHD_NO;
+  }
+  ar->body = NULL;
+  MHD_add_response_header(resp, "Content-Type",
+                          ar->content_type ? ar->content_type : "application/json");
+  MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+  if (ar->allow)
+    MHD_add_response_header(resp, "Allow", ar->allow);
+  if (ar->retry_after) {
+    char v[24];
+    snprintf(v, sizeof v, "%u", ar->retry_after);
+    MHD_add_response_header(resp, "Retry-After", v);
+  }
+  if (srv->a->draining || r->too_large || r->out_of_memory || r->close_after)
+    MHD_add_response_header(resp, "Connection", "close");
+  r->status = ar->status;
+  r->answered = true;
+  r->frames = ar->frames;
+  r->modules = ar->modules;
+  conns_set_phase(srv->ct, entry_of(c), CONN_WRITE);
+  enum MHD_Result ret = MHD_queue_response(c, ar->status, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+static enum MHD_Result send_error(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                                  unsigned status, const char *msg, const char *field) {
+  api_response ar;
+  memset(&ar, 0, sizeof ar);
+  ar.frames = ar.modules = -1;
+  api_error(&ar, status, msg, field);
+  if (status == 503)
+    ar.retry_after = (unsigned)srv->cfg->retry_after;
+  return send_response(srv, c, r, &ar);
+}
+
+static enum MHD_Result send_memory_refusal(http_server *srv, struct MHD_Connection *c,
+                                           req_ctx *r) {
+  char msg[160];
+  snprintf(msg, sizeof msg,
+           "the memory budget of requests in flight is taken (request_memory_max = %llu)",
+           (unsigned long long)srv->cfg->request_memory_max);
+  return send_error(srv, c, r, 503, msg, NULL);
+}
+
+/* ---- the worker side ---------------------------------------------------------- */
+
+static void run_request(void *arg) {
+  req_ctx *r = arg;
+  http_server *srv = r->srv;
+  api_handle(srv->a, r->route, r->url, r->fmt, r->body.p, r->body.len, &r->ar);
+  rm_buf_free(&r->body); /* not needed for the answer */
+  atomic_store(&r->done, true);
+  struct MHD_Connection *c = r->c;
+  /* the count goes down only after the resume: http_stop waits for zero
+   * before it stops the daemon, which must find no connection suspended */
+  MHD_resume_connection(c);
+  atomic_fetch_sub(&srv->suspended, 1);
+}
+
+/* Queues a heavy request on the workers; the connection sleeps meanwhile. */
+static enum MHD_Result dispatch(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                                const char *url) {
+  const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+  r->url = strdup(url);
+  r->fmt = fmt ? strdup(fmt) : NULL;
+  if (!r->url || (fmt && !r->fmt))
+    return send_error(srv, c, r, 500, "out of memory", NULL);
+  r->dispatched = true;
+  conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
+  atomic_fetch_add(&srv->suspended, 1);
+  MHD_suspend_connection(c); /* before the job can resume it */
+  if (!wp_submit(srv->wp, run_request, r)) {
+    /* cannot happen while the queue holds max_inflight jobs; if it does,
+     * answer at once */
+    MHD_resume_connection(c);
+    atomic_fetch_sub(&srv->suspended, 1);
+    api_error(&r->ar, 503, "the request workers' queue is full", NULL);
+    r->ar.retry_after = (unsigned)srv->cfg->retry_after;
+    atomic_store(&r->done, true);
+  }
+  return MHD_YES;
+}
+
+/* ---- the access handler ------------------------------------------------------- */
+
+static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                                  const char *url, const char *method) {
+  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+  if (host && !host_allowed(srv, host)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "Host '%.64s' is not allowed (see the allowed_hosts setting)", host);
+    r->close_after = true;
+    return send_error(srv, c, r, 403, msg, NULL);
+  }
+  const char *allow = NULL;
+  api_match m = api_route(method, url, &r->route, &allow);
+  if (m == API_NOT_FOUND)
+    return send_error(srv, c, r, 404, "no such route", NULL);
+  if (m == API_BAD_METHOD) {
+    /* OPTIONS lands here too: the place for a CORS preflight answer on the
+     * routes that want one (/symbolicate/v5) */
+    api_response ar;
+    memset(&ar, 0, sizeof ar);
+    ar.frames = ar.modules = -1;
+    char msg[96];
+    snprintf(msg, sizeof msg, "method %s not allowed; use %s", method, allow);
+    api_error(&ar, 405, msg, NULL);
+    ar.allow = allow;
+    return send_response(srv, c, r, &ar);
+  }
+  if (api_route_has_body(r->route)) {
+    /* a body must say it is JSON: a web page's form or text/plain POST
+     * (which browsers send cross-origin without asking) is refused */
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    if (!json_content_type(ct)) {
+      char msg[160];
+      if (ct)
+        snprintf(msg, sizeof msg, "the body must be JSON: Content-Type: application/json, not '%.64s'",
+                 ct);
+      else
+        snprintf(msg, sizeof msg, "the body must be JSON: Content-Type: application/json is missing");
+      r->close_after = true; /* the body is not read */
+      return send_error(srv, c, r, 415, msg, NULL);
+    }
+  }
+  cl_scan cl = {0, false, ""};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, scan_cl, &cl);
+  if (cl.differ)
+    return send_error(srv, c, r, 400, "conflicting Content-Length headers", NULL);
+  unsigned long long clen = 0;
+  if (cl.count) {
+    char *end;
+    clen = strtoull(cl.first, &end, 10);
+    if (clen > srv->cfg->max_body_bytes) {
+      r->too_large = true;
+      char msg[128];
+      snprintf(msg, sizeof msg, "request body larger than max_body_bytes = %llu",
+               (unsigned long long)srv->cfg->max_body_bytes);
+      return send_error(srv, c, r, 413, msg, NULL);
+    }
+  }
+  if (api_route_heavy(r->route)) {
+    long now = atomic_fetch_add(&heavy_inflight, 1) + 1;
+    r->heavy_counted = true;
+    mt_inflight_add(1);
+    if ((uint64_t)now > srv->cfg->max_inflight) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "too many requests in flight (max_inflight = %llu)",
+               (unsigned long long)srv->cfg->max_inflight);
+      return send_error(srv, c, r, 503, msg, NULL);
+    }
+  }
+  if (api_route_has_body(r->route) && clen) {
+    /* the whole body's buffer is reserved before a byte of it is read */
+    if (!rm_buf_reserve(&r->body, (size_t)clen)) {
+      r->out_of_memory = true;
+      return send_memory_refusal(srv, c, r);
+    }
+  }
+  return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  (void)version;
+  http_server *srv = cls;
+  req_ctx *r = *con_cls;
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r)
+      return MHD_NO;
+    *con_cls = r;
+    atomic_fetch_add(&srv->active, 1);
+    r->srv = srv;
+    r->c = c;
+    r->start_ns = now_ns();
+    r->frames = r->modules = -1;
+    r->body.cap = (size_t)srv->cfg->max_body_bytes;
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->path, sizeof r->path, "%s", url);
+    make_request_id(c, r->request_id, sizeof r->request_id);
+    return first_call(srv, c, r, url, method);
+  }
+  if (r->answered) {
+    *upload_data_size = 0; /* discard the rest of a refused body */
+    return MHD_YES;
+  }
+  if (*upload_data_size) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    if (r->too_large || r->out_of_memory) {
+      /* a body that keeps coming long after the cap: stop reading it (the
+       * answer can only be sent once the body ends) */
+      r->discarded += n;
+      return r->discarded > srv->cfg->max_body_bytes ? MHD_NO : MHD_YES;
+    }
+    if (!api_route_has_body(r->route))
+      return MHD_YES; /* a GET with a body: ignore it */
+    if (!rm_buf_append(&r->body, upload_data, n)) {
+      if (r->body.over_cap)
+        r->too_large = true;
+      else
+        r->out_of_memory = true;
+      rm_buf_free(&r->body);
+    }
+    return MHD_YES;
+  }
+  /* the whole request is in */
+  if (r->too_large) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body larger than max_body_bytes = %llu",
+             (unsigned long long)srv->cfg->max_body_bytes);
+    return send_error(srv, c, r, 413, msg, NULL);
+  }
+  if (r->out_of_memory)
+    return send_memory_refusal(srv, c, r);
+  if (atomic_load(&r->done))
+    return send_response(srv, c, r, &r->ar);
+  if (r->dispatched)
+    return MHD_YES; /* woken before the answer: keep waiting */
+  if (api_route_heavy(r->route))
+    return dispatch(srv, c, r, url);
+  /* light routes (health, ready, metrics) never wait: answered here, on the
+   * event loop, whatever the workers are doing */
+  conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
+  const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+  api_handle(srv->a, r->route, url, fmt, r->body.p, r->body.len, &r->ar);
+  return send_response(srv, c, r, &r->ar);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  http_server *srv = cls;
+  req_ctx *r = *con_cls;
+  if (!r)
+    return;
+  *con_cls = NULL;
+  double secs = (double)(now_ns() - r->start_ns) / 1e9;
+  unsigned status = r->answered ? r->status : 0;
+  if (r->heavy_counted) {
+    atomic_fetch_sub(&heavy_inflight, 1);
+    mt_inflight_add(-1);
+  }
+  mt_request_done(r->route, status, secs);
+  log_line l;
+  log_begin(&l, status >= 500 || !r->answered ? LOG_WARN : LOG_INFO, "request");
+  log_str(&l, "request_id", r->request_id);
+  log_str(&l, "method", r->method);
+  log_str(&l, "path", r->path);
+  log_int(&l, "status", (long long)status);
+  log_num(&l, "duration_ms", secs * 1000.0);
+  if (r->frames >= 0)
+    log_int(&l, "frames", r->frames);
+  if (r->modules >= 0)
+    log_int(&l, "modules", r->modules);
+  if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    static const char *const why[] = {"completed", "error", "timeout", "daemon shutdown",
+                                      "read error", "client abort"};
+    log_str(&l, "terminated", (unsigned)toe < 6 ? why[toe] : "other");
+  }
+  log_end(&l);
+  rm_buf_free(&r->body);
+  free(r->ar.body); /* an answer never queued */
+  free(r->url);
+  free(r->fmt);
+  free(r);
+  /* a kept-alive connection now waits for its next request */
+  conns_set_phase(srv->ct, entry_of(c), CONN_READ);
+  atomic_fetch_sub(&srv->active, 1);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  http_server *srv = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ad ? ad->client_addr : NULL;
+    socklen_t sl = sa && sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+                                                   : (socklen_t)sizeof(struct sockaddr_in);
+    *socket_context = fd ? conns_add(srv->ct, fd->connect_fd, sa, sl) : NULL;
+  } else {
+    conns_remove(srv->ct, *socket_context);
+    *socket_context = NULL;
+  }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+    msg[--n] = '\0';
+  log_line l;
+  log_begin(&l, LOG_WARN, "libmicrohttpd");
+  log_str(&l, "detail", msg);
+  log_end(&l);
+}
+
+/* ---- start and stop ---------------------------------------------------------- */
+
+static bool parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
+                         char *host_out, size_t host_cap, char *err, size_t cap) {
+  char host[256];
+  const char *colon = strrchr(listen, ':');
+  if (!colon || colon == listen || !colon[1]) {
+    snprintf(err, cap, "listen: '%s' is not HOST:PORT", listen);
+    return false;
+  }
+  size_t hl = (size_t)(colon - listen);
+  if (!host_part(listen, host_out, host_cap))
+    host_out[0] = '\0';
+  if (listen[0] == '[' && hl >= 2 && listen[hl - 1] == ']') {
+    listen++;
+    hl -= 2;
+  }
+  if (hl >= sizeof host) {
+    snprintf(err, cap, "listen: host too long");
+    return false;
+  }
+  memcpy(host, listen, hl);
+  host[hl] = '\0';
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  int rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
+  if (rc || !res) {
+    snprintf(err, cap, "listen: '%s': %s", listen, gai_strerror(rc));
+    return false;
+  }
+  memcpy(ss, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return true;
+}
+
+static bool parse_allowed_hosts(http_server *srv, const char *list, char *err, size_t cap) {
+  const char *p = list;
+  while (*p) {
+    while (*p == ',' || *p == ' ' || *p == '\t')
+      p++;
+    size_t n = strcspn(p, ", \t");
+    if (!n)
+      break;
+    if (n == 1 && *p == '*') {
+      srv->allow_any_host = true;
+    } else {
+      char one[256];
+      if (n >= sizeof one || srv->nallowed == MAX_ALLOWED_HOSTS) {
+        snprintf(err, cap, "allowed_hosts: at most %d names of 255 bytes", MAX_ALLOWED_HOSTS);
+        return false;
+      }
+      memcpy(one, p, n);
+      one[n] = '\0';
+      if (!host_part(one, srv->allowed[srv->nallowed], sizeof srv->allowed[0]) ||
+          strchr(one, ':')) {
+        snprintf(err, cap, "allowed_hosts: '%s' is not a host name (no port)", one);
+        return false;
+      }
+      srv->nallowed++;
+    }
+    p += n;
+  }
+  return true;
+}
+
+/* libmicrohttpd's own limit: room above ours for the connections we have
+ * shut down and it has not closed yet. */
+static unsigned mhd_limit(unsigned max_connections) {
+  unsigned extra = max_connections / 8;
+  return max_connections + (extra < 16 ? 16 : extra);
+}
+
+/* Every connection is a descriptor: raise the soft limit as far as the hard
+ * one allows, and lower max_connections if even that is too few. */
+static unsigned fit_fd_limit(unsigned want) {
+  const unsigned reserve = 256; /* the cache, downloads, logs, the listener */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return want;
+  rlim_t need = (rlim_t)mhd_limit(want) + reserve;
+  if (rl.rlim_cur < need) {
+    rlim_t cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    struct rlimit nr = {cur, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &nr) == 0)
+      rl.rlim_cur = cur;
+  }
+  if (rl.rlim_cur >= need)
+    return want;
+  unsigned fit = rl.rlim_cur > reserve + 32 ? (unsigned)((rl.rlim_cur - reserve - 16) * 8 / 9) : 16;
+  log_line l;
+  log_begin(&l, LOG_WARN, "descriptor limit too low for max_connections; lowered");
+  log_int(&l, "max_connections", (long long)want);
+  log_int(&l, "in_force", (long long)fit);
+  log_int(&l, "rlimit_nofile", (long long)rl.rlim_cur);
+  log_end(&l);
+  return fit < want ? fit : want;
+}
+
+http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  http_server *srv = calloc(1, sizeof *srv);
+  if (!srv) {
+    snprintf(err, cap, "out of memory");
+    return NULL;
+  }
+  if (!parse_listen(cfg->listen, &ss, &sl, srv->listen_host, sizeof srv->listen_host, err, cap) ||
+      !parse_allowed_hosts(srv, cfg->allowed_hosts, err, cap)) {
+    free(srv);
+    return NULL;
+  }
+  srv->a = a;
+  srv->cfg = cfg;
+  id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
+  rm_set_max(cfg->request_memory_max);
+  srv->max_connections = fit_fd_limit((unsigned)cfg->max_connections);
+  if (srv->max_connections <= cfg->max_inflight) {
+    log_line l;
+    log_begin(&l, LOG_WARN, "max_connections is not above max_inflight: busy requests can take "
+                            "every connection, and /health with them");
+    log_int(&l, "max_connections", (long long)srv->max_connections);
+    log_int(&l, "max_inflight", (long long)cfg->max_inflight);
+    log_end(&l);
+  }
+  conns_config cc = {srv->max_connections, (unsigned)cfg->max_connections_per_ip,
+                     cfg->read_timeout * 1000u, cfg->write_timeout * 1000u};
+  srv->ct = conns_open(&cc);
+  /* every heavy request admitted (max_inflight) fits in the queue */
+  srv->wp = wp_start((unsigned)cfg->request_workers, (unsigned)cfg->max_inflight, "pdbsym-req");
+  if (!srv->ct || !srv->wp) {
+    snprintf(err, cap, "cannot start the connection table or the request workers");
+    conns_close(srv->ct);
+    wp_stop(srv->wp);
+    free(srv);
+    return NULL;
+  }
+  unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                       MHD_USE_ERROR_LOG;
+  if (ss.ss_family == AF_INET6)
+    flags |= MHD_USE_IPv6;
+  uint16_t port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
+  srv->d = MHD_start_daemon(
+      flags, port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->http_threads,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout,
+      MHD_OPTION_CONNECTION_LIMIT, mhd_limit(srv->max_connections),
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+  if (!srv->d) {
+    snprintf(err, cap, "cannot listen on %s", cfg->listen);
+    wp_stop(srv->wp);
+    conns_close(srv->ct);
+    free(srv);
+    return NULL;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
+  srv->port = di ? di->port : port;
+  return srv;
+}
+
+unsigned http_port(const http_server *s) { return s->port; }
+
+void http_stats(http_server *s, http_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  conns_stats cs;
+  conns_get_stats(s->ct, &cs);
+  wp_stats ws;
+  wp_get_stats(s->wp, &ws);
+  out->connections = cs.open;
+  out->connections_max = s->max_connections;
+  out->evicted = cs.evicted;
+  out->refused = cs.refused;
+  out->read_expired = cs.read_expired;
+  out->write_expired = cs.write_expired;
+  out->workers = ws.threads;
+  out->workers_busy = ws.running;
+  out->queued = ws.queued;
+  out->memory_used = rm_used();
+  out->memory_peak = rm_peak();
+  out->memory_max = rm_max();
+  out->memory_refused = rm_refused();
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+const char *http_mhd_version(void) { return MHD_get_version(); }
+
+void http_stop(http_server *s, unsigned grace_s) {
+  if (!s)
+    return;
+  /* stop accepting, and close the listening socket now so that new
+   * connections are refused instead of waiting in the backlog */
+  MHD_socket ls = MHD_quiesce_daemon(s->d);
+  if (ls != MHD_INVALID_SOCKET)
+    close(ls);
+  uint64_t until = now_ns() + (uint64_t)grace_s * 1000000000u;
+  while (atomic_load(&s->active) > 0 && now_ns() < until)
+    sleep_ms(10);
+  long left = atomic_load(&s->active);
+  if (left > 0) {
+    /* requests waiting for a download stop waiting (they answer pending) */
+    engine_drain(s->a->eng);
+    log_line l;
+    log_begin(&l, LOG_WARN, "shutdown grace over, closing requests still in flight");
+    log_int(&l, "requests", left);
+    log_end(&l);
+  }
+  /* libmicrohttpd must find no connection suspended when it stops: wait for
+   * the workers' answers (after engine_drain they come at once) */
+  const unsigned worker_grace_ms = 30000;
+  unsigned waited = 0;
+  while (atomic_load(&s->suspended) > 0 && waited < worker_grace_ms) {
+    sleep_ms(10);
+    waited += 10;
+  }
+  if (atomic_load(&s->suspended) > 0) {
+    log_line l;
+    log_begin(&l, LOG_ERROR, "request workers still busy 30 s after the drain; exiting");
+    log_int(&l, "requests", (long long)atomic_load(&s->suspended));
+    log_end(&l);
+    _exit(1);
+  }
+  MHD_stop_daemon(s->d);
+  wp_stop(s->wp);
+  conns_close(s->ct);
+  free(s);
+}

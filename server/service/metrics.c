@@ -1,0 +1,195 @@
+/*
+ * metrics.c - counters and the Prometheus text exposition (see metrics.h).
+ */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CODE 600
+#define NBUCKETS 10
+static const double req_bounds[NBUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05,
+                                            0.1,   0.25,  0.5,  1.0,   5.0};
+
+static _Atomic uint64_t requests[RT__COUNT][MAX_CODE];
+static _Atomic uint64_t req_buckets[RT__COUNT][NBUCKETS + 1];
+static _Atomic uint64_t req_micros[RT__COUNT];
+static _Atomic uint64_t frames[FS__COUNT];
+static _Atomic uint64_t modules[MOD_PENDING + 1];
+static _Atomic long inflight;
+static _Atomic uint64_t cache_hits, cache_misses;
+#define DL_BUCKETS 8
+static const double dl_bounds[DL_BUCKETS] = {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0};
+static _Atomic uint64_t downloads[MOD_PENDING + 1];
+static _Atomic uint64_t dl_buckets[DL_BUCKETS + 1];
+static _Atomic uint64_t dl_micros;
+
+void mt_request_done(api_route_id r, unsigned http_status, double seconds) {
+  if ((unsigned)r >= RT__COUNT)
+    r = RT_OTHER;
+  if (http_status >= MAX_CODE)
+    http_status = 0;
+  atomic_fetch_add(&requests[r][http_status], 1);
+  int b = 0;
+  while (b < NBUCKETS && seconds > req_bounds[b])
+    b++;
+  atomic_fetch_add(&req_buckets[r][b], 1);
+  atomic_fetch_add(&req_micros[r], (uint64_t)(seconds * 1e6));
+}
+
+void mt_frames(frame_status s, uint64_t n) {
+  if ((unsigned)s < FS__COUNT)
+    atomic_fetch_add(&frames[s], n);
+}
+
+void mt_module(mod_status s) {
+  if ((unsigned)s <= MOD_PENDING)
+    atomic_fetch_add(&modules[s], 1);
+}
+
+void mt_inflight_add(int delta) { atomic_fetch_add(&inflight, delta); }
+long mt_inflight(void) { return atomic_load(&inflight); }
+
+void mt_cache(bool hit) { atomic_fetch_add(hit ? &cache_hits : &cache_misses, 1); }
+
+void mt_download_cb(int outcome, double seconds) {
+  if (outcome >= 0 && outcome <= (int)MOD_PENDING)
+    mt_download((mod_status)outcome, seconds);
+}
+
+void mt_download(mod_status outcome, double seconds) {
+  if ((unsigned)outcome > MOD_PENDING)
+    return;
+  atomic_fetch_add(&downloads[outcome], 1);
+  int b = 0;
+  while (b < DL_BUCKETS && seconds > dl_bounds[b])
+    b++;
+  atomic_fetch_add(&dl_buckets[b], 1);
+  atomic_fetch_add(&dl_micros, (uint64_t)(seconds * 1e6));
+}
+
+typedef struct {
+  char *buf;
+  size_t n, cap;
+  int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+  if (b->oom)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->buf + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->oom = 1;
+      return;
+    }
+    if ((size_t)n < b->cap - b->n) {
+      b->n += (size_t)n;
+      return;
+    }
+    size_t ncap = b->cap * 2 + (size_t)n;
+    char *p = realloc(b->buf, ncap);
+    if (!p) {
+      b->oom = 1;
+      return;
+    }
+    b->buf = p;
+    b->cap = ncap;
+  }
+}
+
+char *mt_render(uint64_t cache_bytes) {
+  sbuf b = {malloc(8192), 0, 8192, 0};
+  if (!b.buf)
+    return NULL;
+  b.buf[0] = '\0';
+  sb_printf(&b, "# HELP pdbsym_http_requests_total HTTP requests answered, by route and status.\n"
+                "# TYPE pdbsym_http_requests_total counter\n");
+  for (int r = 0; r < RT__COUNT; r++)
+    for (int c = 0; c < MAX_CODE; c++) {
+      uint64_t v = atomic_load(&requests[r][c]);
+      if (v)
+        sb_printf(&b, "pdbsym_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", api_route_name((api_route_id)r),
+                  c, (unsigned long long)v);
+    }
+  sb_printf(&b, "# HELP pdbsym_http_request_duration_seconds Time to answer a request.\n"
+                "# TYPE pdbsym_http_request_duration_seconds histogram\n");
+  for (int r = 0; r < RT__COUNT; r++) {
+    uint64_t cum = 0;
+    for (int k = 0; k <= NBUCKETS; k++)
+      cum += atomic_load(&req_buckets[r][k]);
+    if (!cum)
+      continue;
+    uint64_t acc = 0;
+    for (int k = 0; k < NBUCKETS; k++) {
+      acc += atomic_load(&req_buckets[r][k]);
+      sb_printf(&b, "pdbsym_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                api_route_name((api_route_id)r), req_bounds[k], (unsigned long long)acc);
+    }
+    sb_printf(&b, "pdbsym_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+              api_route_name((api_route_id)r), (unsigned long long)cum);
+    sb_printf(&b, "pdbsym_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", api_route_name((api_route_id)r),
+              (double)atomic_load(&req_micros[r]) / 1e6);
+    sb_printf(&b, "pdbsym_http_request_duration_seconds_count{route=\"%s\"} %llu\n", api_route_name((api_route_id)r),
+              (unsigned long long)cum);
+  }
+  sb_printf(&b, "# HELP pdbsym_http_requests_in_flight Requests being processed now.\n"
+                "# TYPE pdbsym_http_requests_in_flight gauge\n"
+                "pdbsym_http_requests_in_flight %ld\n",
+            atomic_load(&inflight));
+  sb_printf(&b, "# HELP pdbsym_frames_total Frames answered, by status.\n"
+                "# TYPE pdbsym_frames_total counter\n");
+  for (int s = 0; s < FS__COUNT; s++)
+    sb_printf(&b, "pdbsym_frames_total{status=\"%s\"} %llu\n", frame_status_name((frame_status)s),
+              (unsigned long long)atomic_load(&frames[s]));
+  sb_printf(&b, "# HELP pdbsym_modules_total Modules answered in requests, by status.\n"
+                "# TYPE pdbsym_modules_total counter\n");
+  for (int s = 0; s <= MOD_PENDING; s++)
+    sb_printf(&b, "pdbsym_modules_total{status=\"%s\"} %llu\n", mod_status_name((mod_status)s),
+              (unsigned long long)atomic_load(&modules[s]));
+  sb_printf(&b,
+            "# HELP pdbsym_cache_hits_total Modules answered at once from the cache.\n"
+            "# TYPE pdbsym_cache_hits_total counter\n"
+            "pdbsym_cache_hits_total %llu\n"
+            "# HELP pdbsym_cache_misses_total Modules that were not in the cache.\n"
+            "# TYPE pdbsym_cache_misses_total counter\n"
+            "pdbsym_cache_misses_total %llu\n"
+            "# HELP pdbsym_cache_bytes Bytes of the cache database files.\n"
+            "# TYPE pdbsym_cache_bytes gauge\n"
+            "pdbsym_cache_bytes %llu\n",
+            (unsigned long long)atomic_load(&cache_hits),
+            (unsigned long long)atomic_load(&cache_misses),
+            (unsigned long long)cache_bytes);
+  sb_printf(&b, "# HELP pdbsym_downloads_total Module download jobs settled, by outcome (one per module, however many requests waited).\n"
+                "# TYPE pdbsym_downloads_total counter\n");
+  static const char *const outcomes[MOD_PENDING] = {"found", "missing", "malformed", "error"};
+  for (int k = 0; k < MOD_PENDING; k++)
+    sb_printf(&b, "pdbsym_downloads_total{outcome=\"%s\"} %llu\n", outcomes[k],
+              (unsigned long long)atomic_load(&downloads[k]));
+  sb_printf(&b, "# HELP pdbsym_download_duration_seconds Duration of module download jobs (fetch, parse, store).\n"
+                "# TYPE pdbsym_download_duration_seconds histogram\n");
+  uint64_t acc = 0;
+  for (int k = 0; k < DL_BUCKETS; k++) {
+    acc += atomic_load(&dl_buckets[k]);
+    sb_printf(&b, "pdbsym_download_duration_seconds_bucket{le=\"%g\"} %llu\n", dl_bounds[k],
+              (unsigned long long)acc);
+  }
+  acc += atomic_load(&dl_buckets[DL_BUCKETS]);
+  sb_printf(&b,
+            "pdbsym_download_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+            "pdbsym_download_duration_seconds_sum %.6f\n"
+            "pdbsym_download_duration_seconds_count %llu\n",
+            (unsigned long long)acc, (double)atomic_load(&dl_micros) / 1e6,
+            (unsigned long long)acc);
+  if (b.oom) {
+    free(b.buf);
+    return NULL;
+  }
+  return b.buf;
+}

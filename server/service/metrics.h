@@ -1,0 +1,36 @@
+/*
+ * metrics.h - the service's counters and their Prometheus text exposition
+ * (text format 0.0.4) for GET /metrics.  Counters are process-wide atomics.
+ *
+ * Cache figures are what requests observe of the engine: a module answered
+ * at once from the cache is a hit, any other a miss.  Downloads are counted
+ * by the engine itself, once per download job whatever the number of requests
+ * waiting on it, with the job's outcome and duration (mt_download_cb is the
+ * engine's on_download hook).  Cache bytes are the size of the cache's
+ * database files, as the engine reports them.  Routes and frame statuses are the API's (api.h).
+ */
+#ifndef PDBSYM_METRICS_H
+#define PDBSYM_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api.h"
+#include "engine.h"
+
+void mt_request_done(api_route_id r, unsigned http_status, double seconds);
+void mt_frames(frame_status s, uint64_t n);
+void mt_module(mod_status s);
+void mt_inflight_add(int delta);
+long mt_inflight(void);
+void mt_cache(bool hit);
+void mt_download(mod_status outcome, double seconds);
+/* The same, in the shape of engine_config.on_download. */
+void mt_download_cb(int outcome, double seconds);
+
+/* The exposition text; cache_bytes is the cache's size on disk
+ * (engine_cache_bytes).  Caller frees; NULL when out of memory. */
+char *mt_render(uint64_t cache_bytes);
+
+#endif

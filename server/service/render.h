@@ -1,0 +1,70 @@
+/*
+ * render.h - answers as the contract's JSON (CONTRACT.md, "One answered
+ * frame"): the one frame renderer, which the HTTP routes (api.c) and the CLI
+ * (`pdbsym lookup`, `pdbsym dump`) both use.
+ *
+ * This header names no jansson type: its functions return JSON text.  The
+ * service's own files build answers from the jansson objects of
+ * internal/render_json.h instead (jansson is the service's library, see
+ * docs/architecture.md).
+ *
+ * Ownership: the char * results are malloc'd, one line of compact JSON
+ * without a newline; the caller frees them.  NULL means out of memory.
+ */
+#ifndef PDBSYM_RENDER_H
+#define PDBSYM_RENDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symtab.h"
+
+struct json_t;
+
+/* Per-module rendering state: the module's Source Link map, parsed once. */
+typedef struct {
+  const symtab *st;
+  struct json_t *sourcelink; /* internal: the "documents" object, or NULL */
+} render_module;
+
+void render_module_init(render_module *rm, const symtab *st);
+void render_module_free(render_module *rm);
+
+/* Resolves a document path through Source Link into out; false when no
+ * mapping covers it. */
+bool render_source_link(const render_module *rm, const char *path, char *out, size_t cap);
+
+/* One frame of an answer, field by field, in the order they are written:
+ *   {"status", ["module"], ["rva" | "token", "il_offset"], ["symbols"],
+ *    ["error"], ["retry_after"], ["address"]} */
+typedef struct {
+  const char *status;        /* "ok", "unknown_address", "invalid", "pending", ... */
+  long long module;          /* the request's module index; < 0: no "module" field */
+  bool has_address;          /* false: no address fields (an address that did not parse) */
+  bool managed;              /* "token" (0x%08x) and "il_offset", else "rva" (0x%x) */
+  uint64_t rva_or_token;
+  uint64_t il_offset;
+  const st_answer *answer;   /* not NULL: "symbols" from it, innermost first */
+  const char *error;         /* not NULL: "error" */
+  long long retry_after;     /* >= 0: "retry_after" (pending frames) */
+  const char *input;         /* not NULL: "address", the text as given (the CLI's invalid lines) */
+} render_frame;
+
+char *render_frame_json(const render_module *rm, const render_frame *f);
+
+/* A frame answered by a lookup in one module, as the CLI prints it: status
+ * "ok" with the symbols, or "unknown_address" with an error naming the
+ * address.  module < 0 omits the module field.  For a native frame pass
+ * is_managed false and the rva; for managed the token and IL offset. */
+char *render_answer_json(const render_module *rm, const st_answer *a, int module, bool is_managed,
+                         uint32_t rva_or_token, uint32_t il_offset);
+
+/* What `pdbsym dump` prints of a table read from file: identity, format and
+ * counts. */
+char *render_symtab_json(const symtab *st, const char *file);
+
+/* The jansson version the JSON is written with, e.g. "2.14" (static). */
+const char *render_jansson_version(void);
+
+#endif
