@@ -4,13 +4,18 @@
  * describe.  See api.h.  Frames are rendered by render.c, as the CLI's.
  *
  * POST /symbolicate, step by step:
- *   1. parse and check the body; a shape the contract does not allow is a 400
- *      naming the field ("frames[3].rva");
+ *   1. read and check the body into compact arrays (request.h: no tree of
+ *      the body); a shape the contract does not allow is a 400 naming the
+ *      field ("frames[3].rva"); the body's buffer is given back then;
  *   2. resolve every module once: first a probe with no wait for all of them
  *      (a cached module answers at once, a missing one starts its download in
- *      the engine), then a wait until the request's deadline for those still
- *      pending, so downloads of one request overlap instead of adding up;
- *   3. answer the frames in input order from the pinned symbol tables;
+ *      the engine), then a wait until the request's deadline (counted from
+ *      its arrival) for those still pending, so downloads of one request
+ *      overlap instead of adding up;
+ *   3. answer the frames in input order from the pinned symbol tables,
+ *      writing each frame's JSON into the answer as it is made (one frame's
+ *      tree at a time); every buffer is reserved in the request memory
+ *      budget (reqmem.h), and a reservation refused is a 503;
  *   4. release the tables.
  */
 #include "api.h"
@@ -25,6 +30,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "render_json.h"
+#include "request.h"
 
 /* ---- responses ------------------------------------------------------------ */
 
@@ -115,221 +121,96 @@ bool api_route_heavy(api_route_id r) {
 
 bool api_route_has_body(api_route_id r) { return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5; }
 
-/* ---- numbers: JSON integers or "0x" hex strings ----------------------------- */
+/* ---- the answer, written as it is built -------------------------------------- */
 
-typedef enum { NUM_OK, NUM_BAD, NUM_RANGE } num_result;
+/* The answer of a big request is written frame by frame into one buffer in
+ * the request memory budget (reqmem.h), not built as a tree and then dumped:
+ * the largest tree alive is one frame's.  Every append can fail when the
+ * budget is taken; the writer then stays failed and the request gets 503. */
+static bool out_raw(rm_buf *b, const char *s) { return rm_buf_append(b, s, strlen(s)); }
 
-static num_result get_number(const json_t *v, uint64_t max, uint64_t *out) {
-  if (json_is_integer(v)) {
-    json_int_t i = json_integer_value(v);
-    if (i < 0 || (uint64_t)i > max)
-      return NUM_RANGE;
-    *out = (uint64_t)i;
-    return NUM_OK;
+static int dump_cb(const char *buf, size_t size, void *data) {
+  return rm_buf_append(data, buf, size) ? 0 : -1;
+}
+
+/* Appends v's compact JSON; v is consumed. */
+static bool out_json(rm_buf *b, json_t *v) {
+  bool ok = v && json_dump_callback(v, dump_cb, b, JSON_COMPACT) == 0;
+  json_decref(v);
+  return ok && !b->failed;
+}
+
+/* Appends "," (unless first) and v; v is consumed either way. */
+static bool out_item(rm_buf *b, bool first, json_t *v) {
+  if (!first && !out_raw(b, ",")) {
+    json_decref(v);
+    return false;
   }
-  if (!json_is_string(v))
-    return NUM_BAD;
-  const char *s = json_string_value(v);
-  size_t n = json_string_length(v);
-  if (n < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
-    return NUM_BAD;
-  uint64_t acc = 0;
-  bool over = false;
-  for (size_t i = 2; i < n; i++) {
-    int c = (unsigned char)s[i], d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F')
-      d = c - 'A' + 10;
-    else
-      return NUM_BAD;
-    if (acc > (UINT64_MAX >> 4))
-      over = true;
-    acc = (acc << 4) | (uint64_t)d;
+  return out_json(b, v);
+}
+
+/* The buffer becomes the response body (its reservation goes with it), or a
+ * 503 / 500 when it could not be completed. */
+static void out_finish(api *a, rm_buf *b, api_response *out) {
+  if (b->failed || !rm_buf_append(b, "", 1)) { /* and a NUL, for the fuzzers' json_loads */
+    bool budget = !b->over_cap;
+    rm_buf_free(b);
+    if (budget) {
+      char msg[160];
+      snprintf(msg, sizeof msg,
+               "the memory budget of requests in flight is taken (request_memory_max = %llu)",
+               (unsigned long long)a->cfg->request_memory_max);
+      api_error(out, 503, msg, NULL);
+      out->retry_after = (unsigned)a->cfg->retry_after;
+    } else {
+      api_error(out, 500, "answer too large", NULL);
+    }
+    return;
   }
-  if (over || acc > max)
-    return NUM_RANGE;
-  *out = acc;
-  return NUM_OK;
+  rm_buf_shrink(b);
+  out->status = 200;
+  out->content_type = "application/json";
+  out->len = b->len - 1; /* the NUL is not part of the body */
+  out->body = rm_buf_take(b, &out->charged); /* the response's now, with its reservation */
+}
+
+static void refuse(api *a, rq_result r, const rq_error *e, api_response *out) {
+  if (r == RQ_BUDGET) {
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "the memory budget of requests in flight is taken (request_memory_max = %llu)",
+             (unsigned long long)a->cfg->request_memory_max);
+    api_error(out, 503, msg, NULL);
+    out->retry_after = (unsigned)a->cfg->retry_after;
+  } else {
+    api_error(out, 400, e->msg, e->field[0] ? e->field : NULL);
+  }
 }
 
 /* ---- a request's modules ---------------------------------------------------- */
 
 typedef struct {
-  module_id id;
+  const module_id *id; /* in the parsed request */
   mod_handle h;
   bool resolved;
-  bool skip;        /* v5: no frame names it, so it is not looked up */
-  size_t same;      /* index of the first entry naming the same module (itself if none) */
-  render_module rm; /* Source Link map etc., set up at the first answered frame */
+  bool skip;           /* v5: no frame names it, so it is not looked up */
+  size_t same;         /* index of the first entry naming the same module (itself if none) */
+  render_module rm;    /* Source Link map etc., set up at the first answered frame */
   bool rm_init;
 } req_module;
 
-typedef enum { FR_NATIVE, FR_MANAGED } frame_kind;
-
-typedef struct {
-  uint32_t module;
-  frame_kind kind;
-  bool invalid;
-  const char *why; /* static, for invalid frames */
-  uint64_t rva;    /* or token */
-  uint64_t il;
-} req_frame;
-
-typedef struct {
-  char field[96];
-  char msg[256];
-} req_error;
-
-/* module.h's reasons may start with the field's name ("debug_id: expected
- * ..."); the error names the field already, so that prefix is dropped. */
-static const char *reason(const char *why) {
-  if (!why)
-    return "contains a NUL byte";
-  const char *p = why;
-  while ((*p >= 'a' && *p <= 'z') || *p == '_')
-    p++;
-  return (p > why && p[0] == ':' && p[1] == ' ') ? p + 2 : why;
-}
-
-/* Records a 400's message (msg followed by detail, if any) and field. */
-static bool fail(req_error *e, const char *field, const char *msg, const char *detail) {
-  snprintf(e->field, sizeof e->field, "%s", field);
-  snprintf(e->msg, sizeof e->msg, "%s%s", msg, detail ? detail : "");
-  return false;
-}
-
-/* A file name from a JSON string (module.h's rules); a NUL inside the string
- * is refused too (why is then NULL: reason() names it). */
-static bool parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1], const char **why) {
-  *why = NULL;
-  return strlen(json_string_value(s)) == json_string_length(s) &&
-         module_parse_file_name(json_string_value(s), out, MODULE_NAME_MAX + 1, why);
-}
-
-static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *err) {
-  char f[96];
-  const char *why = NULL;
-  memset(out, 0, sizeof *out);
-  if (!json_is_object(m)) {
-    snprintf(f, sizeof f, "modules[%zu]", i);
-    return fail(err, f, "a module must be an object", NULL);
+/* The lookup state of the parsed modules, in the budget. */
+static req_module *modules_for(const rq_request *q, rm_buf *store) {
+  size_t n = q->nmods ? q->nmods : 1;
+  if (n > SIZE_MAX / sizeof(req_module) || !rm_buf_reserve(store, n * sizeof(req_module)))
+    return NULL;
+  req_module *mods = (req_module *)(void *)store->p;
+  memset(mods, 0, n * sizeof *mods);
+  for (size_t i = 0; i < q->nmods; i++) {
+    mods[i].id = &q->mods[i].id;
+    mods[i].skip = q->mods[i].skip;
   }
-  const json_t *df = json_object_get(m, "debug_file");
-  snprintf(f, sizeof f, "modules[%zu].debug_file", i);
-  if (!json_is_string(df))
-    return fail(err, f, "debug_file must be a string", NULL);
-  if (!parse_name(df, out->id.debug_file, &why))
-    return fail(err, f, "invalid debug_file: ", reason(why));
-  const json_t *di = json_object_get(m, "debug_id");
-  snprintf(f, sizeof f, "modules[%zu].debug_id", i);
-  if (!json_is_string(di))
-    return fail(err, f, "debug_id must be a string", NULL);
-  if (!module_parse_debug_id(json_string_value(di), out->id.guid, &out->id.age, &why))
-    return fail(err, f, "invalid debug_id: ", reason(why));
-  const json_t *fm = json_object_get(m, "format");
-  snprintf(f, sizeof f, "modules[%zu].format", i);
-  if (fm && !json_is_null(fm)) {
-    const char *s = json_is_string(fm) ? json_string_value(fm) : "";
-    if (!strcmp(s, "windows"))
-      out->id.format = ST_FORMAT_WINDOWS;
-    else if (!strcmp(s, "portable"))
-      out->id.format = ST_FORMAT_PORTABLE;
-    else
-      return fail(err, f, "format must be \"windows\" or \"portable\"", NULL);
-  }
-  const json_t *cf = json_object_get(m, "code_file");
-  snprintf(f, sizeof f, "modules[%zu].code_file", i);
-  if (cf && !json_is_null(cf)) {
-    if (!json_is_string(cf))
-      return fail(err, f, "code_file must be a string", NULL);
-    if (!parse_name(cf, out->id.code_file, &why))
-      return fail(err, f, "invalid code_file: ", reason(why));
-  }
-  const json_t *ci = json_object_get(m, "code_id");
-  snprintf(f, sizeof f, "modules[%zu].code_id", i);
-  if (ci && !json_is_null(ci)) {
-    if (!json_is_string(ci))
-      return fail(err, f, "code_id must be a string", NULL);
-    if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp, &out->id.code_size,
-                              &why))
-      return fail(err, f, "invalid code_id: ", reason(why));
-    out->id.has_code_id = true;
-  }
-  return true;
-}
-
-static bool parse_frame(const json_t *fr, size_t i, size_t nmodules, req_frame *out,
-                        req_error *err) {
-  char f[96];
-  memset(out, 0, sizeof *out);
-  if (!json_is_object(fr)) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return fail(err, f, "a frame must be an object", NULL);
-  }
-  uint64_t v;
-  const json_t *mo = json_object_get(fr, "module");
-  snprintf(f, sizeof f, "frames[%zu].module", i);
-  if (!mo)
-    return fail(err, f, "module is required", NULL);
-  num_result r = get_number(mo, UINT32_MAX, &v);
-  if (r == NUM_BAD)
-    return fail(err, f, "module must be an integer or a 0x hex string", NULL);
-  if (r == NUM_RANGE || v >= nmodules)
-    return fail(err, f, "module index out of range", NULL);
-  out->module = (uint32_t)v;
-  const json_t *rva = json_object_get(fr, "rva");
-  const json_t *tok = json_object_get(fr, "token");
-  if (rva && tok) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return fail(err, f, "a frame has either rva or token, not both", NULL);
-  }
-  if (!rva && !tok) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return fail(err, f, "a frame needs rva (native) or token and il_offset (managed)", NULL);
-  }
-  if (rva) {
-    out->kind = FR_NATIVE;
-    snprintf(f, sizeof f, "frames[%zu].rva", i);
-    r = get_number(rva, UINT64_MAX, &v);
-    if (r == NUM_BAD)
-      return fail(err, f, "rva must be an integer or a 0x hex string", NULL);
-    out->rva = v;
-    if (r == NUM_RANGE) {
-      out->invalid = true;
-      out->why = "rva out of range";
-      out->rva = 0;
-    } else if (v > UINT32_MAX) {
-      out->invalid = true;
-      out->why = "rva does not fit in 32 bits";
-    }
-    return true;
-  }
-  out->kind = FR_MANAGED;
-  snprintf(f, sizeof f, "frames[%zu].token", i);
-  r = get_number(tok, UINT64_MAX, &v);
-  if (r == NUM_BAD)
-    return fail(err, f, "token must be an integer or a 0x hex string", NULL);
-  out->rva = r == NUM_OK ? v : 0;
-  if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06) {
-    out->invalid = true;
-    out->why = "token is not a MethodDef token (0x06xxxxxx)";
-  }
-  const json_t *il = json_object_get(fr, "il_offset");
-  snprintf(f, sizeof f, "frames[%zu].il_offset", i);
-  if (!il)
-    return fail(err, f, "a managed frame needs il_offset", NULL);
-  r = get_number(il, UINT64_MAX, &v);
-  if (r == NUM_BAD)
-    return fail(err, f, "il_offset must be an integer or a 0x hex string", NULL);
-  out->il = r == NUM_OK ? v : 0;
-  if (!out->invalid && (r == NUM_RANGE || v > UINT32_MAX)) {
-    out->invalid = true;
-    out->why = "il_offset out of range";
-  }
-  return true;
+  return mods;
 }
 
 /* ---- rendering an answer (the contract's symbol list) ------------------------- */
@@ -349,7 +230,7 @@ static frame_status module_frame_status(mod_status s) {
   return FS_INVALID;
 }
 
-static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
+static json_t *answer_frame(const api *a, const rq_frame *fr, req_module *m,
                             frame_status *st_out) {
   frame_status st;
   const char *err = NULL;
@@ -357,18 +238,18 @@ static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
   ans.nsyms = 0;
   if (fr->invalid) {
     st = FS_INVALID;
-    err = fr->why;
+    err = rq_why_text(fr->why);
   } else if (m->h.status != MOD_FOUND) {
     st = module_frame_status(m->h.status);
     err = m->h.error[0] ? m->h.error : mod_status_name(m->h.status);
   } else {
-    if (fr->kind == FR_NATIVE)
+    if (fr->kind == RQ_NATIVE)
       st_lookup_rva(m->h.st, (uint32_t)fr->rva, &ans);
     else
       st_lookup_token(m->h.st, (uint32_t)fr->rva, (uint32_t)fr->il, &ans);
     st = ans.status == ST_OK ? FS_OK : FS_UNKNOWN_ADDRESS;
     if (st != FS_OK)
-      err = fr->kind == FR_NATIVE ? "no function covers this address"
+      err = fr->kind == RQ_NATIVE ? "no function covers this address"
                                   : "no method with this token";
   }
   if (st == FS_OK && !m->rm_init) {
@@ -379,7 +260,7 @@ static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
       .status = frame_status_name(st),
       .module = fr->module,
       .has_address = true,
-      .managed = fr->kind == FR_MANAGED,
+      .managed = fr->kind == RQ_MANAGED,
       .rva_or_token = fr->rva,
       .il_offset = fr->il,
       .answer = st == FS_OK ? &ans : NULL,
@@ -394,11 +275,11 @@ static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
 static json_t *answer_module(const api *a, const req_module *m) {
   json_t *o = json_object();
   char id[48];
-  module_debug_id(m->id.guid, m->id.age, id);
-  json_object_set_new(o, "debug_file", json_string(m->id.debug_file));
+  module_debug_id(m->id->guid, m->id->age, id);
+  json_object_set_new(o, "debug_file", json_string(m->id->debug_file));
   json_object_set_new(o, "debug_id", json_string(id));
   json_object_set_new(o, "status", json_string(mod_status_name(m->h.status)));
-  const char *fmt = format_name(m->h.format ? m->h.format : m->id.format);
+  const char *fmt = format_name(m->h.format ? m->h.format : m->id->format);
   json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
   if (m->h.source[0])
     json_object_set_new(o, "source", render_string(m->h.source));
@@ -418,8 +299,8 @@ static void dedupe_modules(req_module *mods, size_t n) {
   for (size_t i = 0; i < n; i++) {
     mods[i].same = i;
     for (size_t k = 0; k < i; k++) {
-      if (mods[k].same == k && !memcmp(mods[k].id.guid, mods[i].id.guid, 16) &&
-          !memcmp(&mods[k].id, &mods[i].id, sizeof mods[i].id)) {
+      if (mods[k].same == k && !memcmp(mods[k].id->guid, mods[i].id->guid, 16) &&
+          !memcmp(mods[k].id, mods[i].id, sizeof *mods[i].id)) {
         mods[i].same = k;
         if (!mods[i].skip)
           mods[k].skip = false;
@@ -436,7 +317,7 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
   for (size_t i = 0; i < n; i++) {
     if (mods[i].skip || mods[i].same != i)
       continue;
-    engine_resolve(a->eng, &mods[i].id, now ? now : 1, &mods[i].h);
+    engine_resolve(a->eng, mods[i].id, now ? now : 1, &mods[i].h);
     mods[i].resolved = true;
     mt_cache(mods[i].h.from_cache);
   }
@@ -446,7 +327,7 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
     if (engine_now_ms() >= deadline)
       break;
     engine_release(a->eng, &mods[i].h);
-    engine_resolve(a->eng, &mods[i].id, deadline, &mods[i].h);
+    engine_resolve(a->eng, mods[i].id, deadline, &mods[i].h);
     /* this request waited for a fetch: not an answer from the cache, even if
      * the engine read the fresh module back from it */
     mods[i].h.from_cache = false;
@@ -462,204 +343,86 @@ static void release_modules(api *a, req_module *mods, size_t n) {
   }
 }
 
-/* The request body as JSON (duplicate keys refused), or NULL after a 400
- * naming where the JSON broke. */
-static json_t *parse_body(const char *body, size_t len, api_response *out) {
-  json_error_t jerr;
-  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) {
-    char msg[300];
-    snprintf(msg, sizeof msg, "invalid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-             jerr.column);
-    api_error(out, 400, msg, NULL);
-  }
-  return root;
+/* The request's body, parsed: the body's own buffer is given back now when
+ * the caller handed it over (owned), before the request waits and renders. */
+static void drop_body(rm_buf *owned) {
+  if (owned)
+    rm_buf_free(owned);
 }
 
-static void symbolicate(api *a, const char *body, size_t len, api_response *out) {
-  json_t *root = parse_body(body, len, out);
-  if (!root)
-    return;
-  req_module *mods = NULL;
-  req_frame *frames = NULL;
-  size_t nm = 0, nf = 0;
-  req_error err = {"", ""};
-  char msg[256];
-  json_t *jm, *jf, *jt;
-  if (!json_is_object(root)) {
-    api_error(out, 400, "the body must be a JSON object", NULL);
-    goto done;
-  }
-  jm = json_object_get(root, "modules");
-  jf = json_object_get(root, "frames");
-  jt = json_object_get(root, "timeout");
-  if (!json_is_array(jm)) {
-    api_error(out, 400, "modules must be an array", "modules");
-    goto done;
-  }
-  if (!json_is_array(jf)) {
-    api_error(out, 400, "frames must be an array", "frames");
-    goto done;
-  }
-  nm = json_array_size(jm);
-  nf = json_array_size(jf);
-  if (nm > a->cfg->max_modules) {
-    snprintf(msg, sizeof msg, "too many modules: %zu, the limit is max_modules = %llu", nm,
-             (unsigned long long)a->cfg->max_modules);
-    api_error(out, 400, msg, "modules");
-    goto done;
-  }
-  if (nf > a->cfg->max_frames) {
-    snprintf(msg, sizeof msg, "too many frames: %zu, the limit is max_frames = %llu", nf,
-             (unsigned long long)a->cfg->max_frames);
-    api_error(out, 400, msg, "frames");
+static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_grant *grant,
+                        uint64_t received_ms, api_response *out) {
+  rq_request q;
+  memset(&q, 0, sizeof q);
+  rq_error err;
+  rq_limits lim = {a->cfg->max_modules, a->cfg->max_frames};
+  rq_result res = rq_parse_symbolicate(body, len, &lim, grant, &q, &err);
+  drop_body(owned);
+  rm_buf store = {0}, ans = {0};
+  store.grant = ans.grant = grant;
+  if (res != RQ_OK) {
+    refuse(a, res, &err, out);
     goto done;
   }
   uint64_t timeout_ms = a->cfg->default_timeout * 1000u;
-  if (jt && !json_is_null(jt)) {
-    double t = json_is_number(jt) ? json_number_value(jt) : -1;
-    if (!json_is_number(jt) || t < 0 || t != t) {
-      api_error(out, 400, "timeout must be a non-negative number of seconds", "timeout");
-      goto done;
-    }
+  if (q.has_timeout) {
     double cap = (double)a->cfg->max_timeout;
-    timeout_ms = (uint64_t)((t < cap ? t : cap) * 1000.0);
+    timeout_ms = (uint64_t)((q.timeout < cap ? q.timeout : cap) * 1000.0);
   }
-  mods = calloc(nm ? nm : 1, sizeof *mods);
-  frames = calloc(nf ? nf : 1, sizeof *frames);
-  if (!mods || !frames) {
-    api_error(out, 500, "out of memory", NULL);
+  size_t nm = q.nmods, nf = q.nframes;
+  req_module *mods = modules_for(&q, &store);
+  if (!mods) {
+    refuse(a, RQ_BUDGET, &err, out);
     goto done;
   }
-  for (size_t i = 0; i < nm; i++) {
-    if (!parse_module(json_array_get(jm, i), i, &mods[i], &err)) {
-      api_error(out, 400, err.msg, err.field);
-      goto done;
-    }
-  }
-  for (size_t i = 0; i < nf; i++) {
-    if (!parse_frame(json_array_get(jf, i), i, nm, &frames[i], &err)) {
-      api_error(out, 400, err.msg, err.field);
-      goto done;
-    }
-  }
-  uint64_t deadline = engine_now_ms() + timeout_ms;
-  resolve_modules(a, mods, nm, deadline);
+  /* the request's time counts from its arrival, queueing for a worker included */
+  resolve_modules(a, mods, nm, received_ms + timeout_ms);
 
-  json_t *ans = json_object();
-  json_t *af = json_array();
   uint64_t counts[FS__COUNT] = {0};
-  for (size_t i = 0; i < nf; i++) {
+  bool ok = out_raw(&ans, "{\"frames\":[");
+  for (size_t i = 0; i < nf && ok; i++) {
     frame_status st;
-    req_module *m = &mods[mods[frames[i].module].same];
-    json_array_append_new(af, answer_frame(a, &frames[i], m, &st));
+    req_module *m = &mods[mods[q.frames[i].module].same];
+    json_t *fo = answer_frame(a, &q.frames[i], m, &st);
     counts[st]++;
+    ok = out_item(&ans, i == 0, fo);
   }
-  json_t *am = json_array();
-  for (size_t i = 0; i < nm; i++) {
-    json_array_append_new(am, answer_module(a, &mods[mods[i].same]));
+  ok = ok && out_raw(&ans, "],\"modules\":[");
+  for (size_t i = 0; i < nm && ok; i++) {
+    ok = out_item(&ans, i == 0, answer_module(a, &mods[mods[i].same]));
     if (mods[i].same == i)
       mt_module(mods[i].h.status);
   }
+  ok = ok && out_raw(&ans, "]}");
+  (void)ok; /* a failed append leaves ans failed: out_finish answers 503 */
   for (int s = 0; s < FS__COUNT; s++)
     if (counts[s])
       mt_frames((frame_status)s, counts[s]);
-  json_object_set_new(ans, "frames", af);
-  json_object_set_new(ans, "modules", am);
   release_modules(a, mods, nm);
-  set_json(out, 200, ans);
-  out->frames = (long)nf;
-  out->modules = (long)nm;
+  out_finish(a, &ans, out);
+  if (out->status == 200) {
+    out->frames = (long)nf;
+    out->modules = (long)nm;
+  }
 done:
-  free(mods);
-  free(frames);
-  json_decref(root);
+  rm_buf_free(&ans);
+  rm_buf_free(&store);
+  rq_free(&q);
 }
 
 /* ---- POST /symbolicate/v5 (Mozilla's symbolication API v5) -------------------- */
 
-#define V5_MAX_JOBS 10
-
-typedef struct {
-  const json_t *map;    /* memoryMap */
-  const json_t *stacks; /* stacks */
-  size_t mod_first;     /* this job's modules in the flat array */
-  char prefix[32];      /* "jobs[2]." or "" for a bare job */
-} v5_job;
-
-static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t *nmods,
-                         size_t *nframes, req_error *err) {
-  char f[96];
-  if (!json_is_object(job)) {
-    snprintf(f, sizeof f, "%s", j->prefix[0] ? j->prefix : "body");
-    if (f[strlen(f) - 1] == '.')
-      f[strlen(f) - 1] = '\0';
-    return fail(err, f, "a job must be an object", NULL);
-  }
-  j->map = json_object_get(job, "memoryMap");
-  j->stacks = json_object_get(job, "stacks");
-  snprintf(f, sizeof f, "%smemoryMap", j->prefix);
-  if (!json_is_array(j->map))
-    return fail(err, f, "memoryMap must be an array", NULL);
-  snprintf(f, sizeof f, "%sstacks", j->prefix);
-  if (!json_is_array(j->stacks))
-    return fail(err, f, "stacks must be an array", NULL);
-  j->mod_first = *nmods;
-  size_t i;
-  const json_t *e;
-  json_array_foreach(j->map, i, e) {
-    snprintf(f, sizeof f, "%smemoryMap[%zu]", j->prefix, i);
-    const json_t *name = json_array_get(e, 0), *id = json_array_get(e, 1);
-    if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(name) ||
-        !json_is_string(id))
-      return fail(err, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
-    req_module *m = &mods[(*nmods)++];
-    memset(m, 0, sizeof *m);
-    const char *why = NULL;
-    if (!parse_name(name, m->id.debug_file, &why))
-      return fail(err, f, "invalid debug_file: ", reason(why));
-    if (!module_parse_debug_id(json_string_value(id), m->id.guid, &m->id.age, &why))
-      return fail(err, f, "invalid breakpad_id: ", reason(why));
-    m->id.format = ST_FORMAT_WINDOWS;
-    m->skip = true;
-  }
-  const json_t *stack;
-  json_array_foreach(j->stacks, i, stack) {
-    snprintf(f, sizeof f, "%sstacks[%zu]", j->prefix, i);
-    if (!json_is_array(stack))
-      return fail(err, f, "a stack must be an array of [module_index, module_offset]", NULL);
-    size_t k;
-    json_array_foreach(stack, k, e) {
-      snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, i, k);
-      const json_t *mi = json_array_get(e, 0), *off = json_array_get(e, 1);
-      if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(mi) ||
-          !(json_is_integer(off) || json_is_string(off)))
-        return fail(err, f, "a frame must be [module_index, module_offset]", NULL);
-      uint64_t v;
-      if (get_number(off, UINT64_MAX, &v) == NUM_BAD)
-        return fail(err, f, "module_offset must be an integer or a 0x hex string", NULL);
-      json_int_t idx = json_integer_value(mi);
-      if (idx >= 0 && (size_t)idx < json_array_size(j->map))
-        mods[j->mod_first + (size_t)idx].skip = false;
-      (*nframes)++;
-    }
-  }
-  return true;
-}
-
-static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const req_module *mods) {
+static json_t *v5_frame(size_t index, const rq_v5_frame *e, const rq_job *j, const req_module *mods) {
   json_t *o = json_object();
   json_object_set_new(o, "frame", json_integer((json_int_t)index));
-  json_int_t idx = json_integer_value(json_array_get(e, 0));
-  uint64_t off = 0;
-  num_result r = get_number(json_array_get(e, 1), UINT64_MAX, &off);
   const req_module *m = NULL;
-  if (idx >= 0 && (size_t)idx < json_array_size(j->map)) {
-    m = &mods[mods[j->mod_first + (size_t)idx].same];
-    json_object_set_new(o, "module", json_string(m->id.debug_file));
+  if (e->module_index >= 0 && (uint64_t)e->module_index < j->nmods) {
+    m = &mods[mods[j->mod_first + (size_t)e->module_index].same];
+    json_object_set_new(o, "module", json_string(m->id->debug_file));
   }
-  json_object_set_new(o, "module_offset", r == NUM_OK ? render_hex(off, 0) : json_string("0x0"));
-  if (!m || r != NUM_OK || off > UINT32_MAX || m->h.status != MOD_FOUND)
+  uint64_t off = e->offset;
+  json_object_set_new(o, "module_offset", e->offset_ok ? render_hex(off, 0) : json_string("0x0"));
+  if (!m || !e->offset_ok || off > UINT32_MAX || m->h.status != MOD_FOUND)
     return o;
   st_answer ans;
   st_lookup_rva(m->h.st, (uint32_t)off, &ans);
@@ -690,118 +453,73 @@ static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const re
   return o;
 }
 
-static void symbolicate_v5(api *a, const char *body, size_t len, api_response *out) {
-  json_t *root = parse_body(body, len, out);
-  if (!root)
-    return;
-  v5_job jobs[V5_MAX_JOBS];
-  size_t njobs = 0, nm = 0, nf = 0;
-  req_module *mods = NULL;
-  req_error err = {"", ""};
-  char msg[256];
-  const json_t *jl = json_is_object(root) ? json_object_get(root, "jobs") : NULL;
-  if (!json_is_object(root)) {
-    api_error(out, 400, "the body must be a JSON object", NULL);
+static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, rm_grant *grant,
+                           uint64_t received_ms, api_response *out) {
+  rq_request q;
+  memset(&q, 0, sizeof q);
+  rq_error err;
+  rq_limits lim = {a->cfg->max_modules, a->cfg->max_frames};
+  rq_result res = rq_parse_v5(body, len, &lim, grant, &q, &err);
+  drop_body(owned);
+  rm_buf store = {0}, ans = {0};
+  store.grant = ans.grant = grant;
+  if (res != RQ_OK) {
+    refuse(a, res, &err, out);
     goto done;
   }
-  if (jl && !json_is_array(jl)) {
-    api_error(out, 400, "jobs must be an array", "jobs");
-    goto done;
-  }
-  njobs = jl ? json_array_size(jl) : 1;
-  if (njobs > V5_MAX_JOBS) {
-    snprintf(msg, sizeof msg, "too many jobs: %zu, the limit is %d", njobs, V5_MAX_JOBS);
-    api_error(out, 400, msg, "jobs");
-    goto done;
-  }
-  size_t total_map = 0;
-  for (size_t i = 0; i < njobs; i++) {
-    const json_t *job = jl ? json_array_get(jl, i) : root;
-    const json_t *map = json_is_object(job) ? json_object_get(job, "memoryMap") : NULL;
-    total_map += json_is_array(map) ? json_array_size(map) : 0;
-  }
-  if (total_map > a->cfg->max_modules) {
-    snprintf(msg, sizeof msg, "too many modules: %zu, the limit is max_modules = %llu",
-             total_map, (unsigned long long)a->cfg->max_modules);
-    api_error(out, 400, msg, "memoryMap");
-    goto done;
-  }
-  mods = calloc(total_map ? total_map : 1, sizeof *mods);
+  size_t nm = q.nmods, nf = q.nv5_frames;
+  req_module *mods = modules_for(&q, &store);
   if (!mods) {
-    api_error(out, 500, "out of memory", NULL);
+    refuse(a, RQ_BUDGET, &err, out);
     goto done;
   }
-  for (size_t i = 0; i < njobs; i++) {
-    v5_job *j = &jobs[i];
-    memset(j, 0, sizeof *j);
-    if (jl)
-      snprintf(j->prefix, sizeof j->prefix, "jobs[%zu].", i);
-    if (!v5_parse_job(jl ? json_array_get(jl, i) : root, j, mods, &nm, &nf, &err)) {
-      api_error(out, 400, err.msg, err.field);
-      goto done;
-    }
-    if (nf > a->cfg->max_frames) {
-      snprintf(msg, sizeof msg, "too many frames: more than the limit max_frames = %llu",
-               (unsigned long long)a->cfg->max_frames);
-      api_error(out, 400, msg, "stacks");
-      goto done;
-    }
-  }
-  resolve_modules(a, mods, nm, engine_now_ms() + a->cfg->default_timeout * 1000u);
-  json_t *results = json_array();
+  resolve_modules(a, mods, nm, received_ms + a->cfg->default_timeout * 1000u);
   uint64_t counts[FS__COUNT] = {0};
-  for (size_t i = 0; i < njobs; i++) {
-    const v5_job *j = &jobs[i];
-    json_t *res = json_object(), *stacks = json_array(), *found = json_object();
-    size_t si;
-    const json_t *stack;
-    json_array_foreach(j->stacks, si, stack) {
-      json_t *st = json_array();
-      size_t k;
-      const json_t *e;
-      json_array_foreach(stack, k, e) {
-        json_t *fo = v5_frame(k, e, j, mods);
+  bool ok = out_raw(&ans, "{\"results\":[");
+  for (size_t i = 0; i < q.njobs && ok; i++) {
+    const rq_job *j = &q.jobs[i];
+    ok = (!i || out_raw(&ans, ",")) && out_raw(&ans, "{\"stacks\":[");
+    for (uint32_t si = 0; si < j->nstacks && ok; si++) {
+      const rq_stack *sk = &q.stacks[j->stack_first + si];
+      ok = (!si || out_raw(&ans, ",")) && out_raw(&ans, "[");
+      for (uint32_t k = 0; k < sk->count && ok; k++) {
+        json_t *fo = v5_frame(k, &q.v5_frames[sk->first + k], j, mods);
         counts[json_object_get(fo, "function") ? FS_OK : FS_MISSING_SYMBOLS]++;
-        json_array_append_new(st, fo);
+        ok = out_item(&ans, k == 0, fo);
       }
-      json_array_append_new(stacks, st);
+      ok = ok && out_raw(&ans, "]");
     }
-    size_t mi;
-    const json_t *e;
-    json_array_foreach(j->map, mi, e) {
+    json_t *found = json_object();
+    for (uint32_t mi = 0; mi < j->nmods; mi++) {
       const req_module *m = &mods[j->mod_first + mi];
-      /* the key is the entry as given, however long (a fixed buffer cut it,
-       * even inside a UTF-8 sequence, which dropped the entry) */
-      const char *kf = json_string_value(json_array_get(e, 0));
-      const char *ki = json_string_value(json_array_get(e, 1));
-      size_t kcap = strlen(kf) + strlen(ki) + 2;
-      char *key = malloc(kcap);
+      const rq_module *g = &q.mods[j->mod_first + mi];
       const req_module *r = &mods[m->same];
-      if (key) {
-        snprintf(key, kcap, "%s/%s", kf, ki);
-        json_object_set_new(found, key,
-                            m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
-        free(key);
-      }
+      /* the key is the entry as given, however long */
+      json_object_setn_new(found, rq_given(&q, g), g->given_len,
+                           m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
       if (!m->skip && m->same == (size_t)(m - mods))
         mt_module(m->h.status);
     }
-    json_object_set_new(res, "stacks", stacks);
-    json_object_set_new(res, "found_modules", found);
-    json_array_append_new(results, res);
+    if (ok && out_raw(&ans, "],\"found_modules\":"))
+      ok = out_json(&ans, found) && out_raw(&ans, "}");
+    else
+      ok = (json_decref(found), false);
   }
+  ok = ok && out_raw(&ans, "]}");
+  (void)ok;
   for (int s = 0; s < FS__COUNT; s++)
     if (counts[s])
       mt_frames((frame_status)s, counts[s]);
   release_modules(a, mods, nm);
-  json_t *ans = json_object();
-  json_object_set_new(ans, "results", results);
-  set_json(out, 200, ans);
-  out->frames = (long)nf;
-  out->modules = (long)nm;
+  out_finish(a, &ans, out);
+  if (out->status == 200) {
+    out->frames = (long)nf;
+    out->modules = (long)nm;
+  }
 done:
-  free(mods);
-  json_decref(root);
+  rm_buf_free(&ans);
+  rm_buf_free(&store);
+  rq_free(&q);
 }
 
 /* ---- GET /modules/{debug_file}/{debug_id} ------------------------------------ */
@@ -822,13 +540,13 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   const char *why = NULL;
   if (!module_parse_file_name(file, m.debug_file, sizeof m.debug_file, &why)) {
     char msg[300];
-    snprintf(msg, sizeof msg, "invalid debug_file: %s", reason(why));
+    snprintf(msg, sizeof msg, "invalid debug_file: %s", rq_reason(why));
     api_error(out, 400, msg, "debug_file");
     return;
   }
   if (!module_parse_debug_id(slash + 1, m.guid, &m.age, &why)) {
     char msg[300];
-    snprintf(msg, sizeof msg, "invalid debug_id: %s", reason(why));
+    snprintf(msg, sizeof msg, "invalid debug_id: %s", rq_reason(why));
     api_error(out, 400, msg, "debug_id");
     return;
   }
@@ -878,14 +596,23 @@ static void module_info(api *a, const char *path, const char *query_format, api_
 
 /* ---- the rest ---------------------------------------------------------------- */
 
-void api_handle(api *a, api_route_id route, const char *path, const char *query_format,
-                const char *body, size_t len, api_response *out) {
+static void handle(api *a, api_route_id route, const char *path, const char *query_format,
+                   const char *body, size_t len, rm_buf *owned, rm_grant *grant,
+                   uint64_t received_ms, api_response *out) {
   memset(out, 0, sizeof *out);
   out->frames = out->modules = -1;
   switch (route) {
   case RT_SYMBOLICATE:
-    symbolicate(a, body ? body : "", len, out);
+    symbolicate(a, body ? body : "", body ? len : 0, owned, grant, received_ms, out);
     return;
+  case RT_SYMBOLICATE_V5:
+    symbolicate_v5(a, body ? body : "", body ? len : 0, owned, grant, received_ms, out);
+    return;
+  default:
+    break;
+  }
+  drop_body(owned);
+  switch (route) {
   case RT_MODULES:
     module_info(a, path, query_format, out);
     return;
@@ -918,12 +645,21 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
     out->content_type = "text/plain; version=0.0.4; charset=utf-8";
     return;
   }
+  case RT_SYMBOLICATE:
   case RT_SYMBOLICATE_V5:
-    symbolicate_v5(a, body ? body : "", len, out);
-    return;
   case RT_OTHER:
   case RT__COUNT:
     break;
   }
   api_error(out, 404, "no such route", NULL);
+}
+
+void api_handle(api *a, api_route_id route, const char *path, const char *query_format,
+                const char *body, size_t len, api_response *out) {
+  handle(a, route, path, query_format, body, len, NULL, NULL, engine_now_ms(), out);
+}
+
+void api_handle_owned(api *a, api_route_id route, const char *path, const char *query_format,
+                      rm_buf *body, rm_grant *grant, uint64_t received_ms, api_response *out) {
+  handle(a, route, path, query_format, body->p, body->len, body, grant, received_ms, out);
 }

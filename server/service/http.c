@@ -37,6 +37,9 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "conns.h"
 #include "log.h"
@@ -76,10 +79,12 @@ typedef struct {
   uint64_t discarded; /* body bytes thrown away after a refusal */
   unsigned status;
   rm_buf body;
+  rm_grant grant;     /* the request's share of the memory budget */
   char *url;          /* copy for the worker */
   char *fmt;          /* ?format=, copy for the worker; NULL if absent */
   api_response ar;
   uint64_t start_ns;
+  uint64_t received_ms; /* engine_now_ms() when the request was complete */
   char request_id[72];
   char method[16];
   char path[256];
@@ -225,18 +230,48 @@ static enum MHD_Result scan_cl(void *cls, enum MHD_ValueKind kind, const char *k
 
 /* ---- responses -------------------------------------------------------------- */
 
+/* An answer's body while libmicrohttpd sends it: freed, and its share of the
+ * memory budget given back, when libmicrohttpd is done with it. */
+typedef struct {
+  char *body;
+  size_t charged;
+} sent_body;
+
+static void free_sent_body(void *cls) {
+  sent_body *sb = cls;
+  free(sb->body);
+  rm_release(sb->charged);
+  free(sb);
+}
+
+static void drop_answer(api_response *ar) {
+  free(ar->body);
+  rm_release(ar->charged);
+  ar->body = NULL;
+  ar->charged = 0;
+}
+
 static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c, req_ctx *r,
                                      api_response *ar) {
-  /* the body goes to libmicrohttpd as it is, no copy: it frees it */
-  struct MHD_Response *resp =
-      ar->body ? MHD_create_response_from_buffer_with_free_callback(ar->len, ar->body, free)
-               : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  /* the body goes to libmicrohttpd as it is, no copy */
+  struct MHD_Response *resp = NULL;
+  sent_body *sb = ar->body ? malloc(sizeof *sb) : NULL;
+  if (sb) {
+    sb->body = ar->body;
+    sb->charged = ar->charged;
+    resp = MHD_create_response_from_buffer_with_free_callback_cls(ar->len, ar->body,
+                                                                  free_sent_body, sb);
+    if (!resp)
+      free(sb);
+  } else if (!ar->body) {
+    resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  }
   if (!resp) {
-    free(ar->body);
-    ar->body = NULL;
+    drop_answer(ar);
     return MHD_NO;
   }
   ar->body = NULL;
+  ar->charged = 0;
   MHD_add_response_header(resp, "Content-Type",
                           ar->content_type ? ar->content_type : "application/json");
   MHD_add_response_header(resp, "X-Request-Id", r->request_id);
@@ -284,8 +319,9 @@ static enum MHD_Result send_memory_refusal(http_server *srv, struct MHD_Connecti
 static void run_request(void *arg) {
   req_ctx *r = arg;
   http_server *srv = r->srv;
-  api_handle(srv->a, r->route, r->url, r->fmt, r->body.p, r->body.len, &r->ar);
-  rm_buf_free(&r->body); /* not needed for the answer */
+  /* the body is given back as soon as it is parsed */
+  api_handle_owned(srv->a, r->route, r->url, r->fmt, &r->body, &r->grant, r->received_ms, &r->ar);
+  rm_buf_free(&r->body);
   atomic_store(&r->done, true);
   struct MHD_Connection *c = r->c;
   /* the count goes down only after the resume: http_stop waits for zero
@@ -303,6 +339,7 @@ static enum MHD_Result dispatch(http_server *srv, struct MHD_Connection *c, req_
   if (!r->url || (fmt && !r->fmt))
     return send_error(srv, c, r, 500, "out of memory", NULL);
   r->dispatched = true;
+  r->received_ms = engine_now_ms();
   conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
   atomic_fetch_add(&srv->suspended, 1);
   MHD_suspend_connection(c); /* before the job can resume it */
@@ -388,8 +425,11 @@ static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, re
     }
   }
   if (api_route_has_body(r->route) && clen) {
-    /* the whole body's buffer is reserved before a byte of it is read */
-    if (!rm_buf_reserve(&r->body, (size_t)clen)) {
+    /* admitted with a share of the budget for its body, the arrays parsed
+     * from it and its answer (reqmem.h), reserved before a byte is read; the
+     * body's buffer is allocated whole at once */
+    if (!rm_grant_add(&r->grant, clen * RM_GRANT_FACTOR) ||
+        !rm_buf_reserve(&r->body, (size_t)clen)) {
       r->out_of_memory = true;
       return send_memory_refusal(srv, c, r);
     }
@@ -415,6 +455,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->start_ns = now_ns();
     r->frames = r->modules = -1;
     r->body.cap = (size_t)srv->cfg->max_body_bytes;
+    r->body.grant = &r->grant;
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
     make_request_id(c, r->request_id, sizeof r->request_id);
@@ -499,7 +540,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   }
   log_end(&l);
   rm_buf_free(&r->body);
-  free(r->ar.body); /* an answer never queued */
+  drop_answer(&r->ar); /* an answer never queued */
+  rm_grant_end(&r->grant);
   free(r->url);
   free(r->fmt);
   free(r);
@@ -638,6 +680,28 @@ static unsigned fit_fd_limit(unsigned want) {
   return fit < want ? fit : want;
 }
 
+/* For /metrics (mt_set_http_state). */
+static void http_state(void *ctx, mt_http_state *out) {
+  http_server *s = ctx;
+  conns_stats cs;
+  conns_get_stats(s->ct, &cs);
+  wp_stats ws;
+  wp_get_stats(s->wp, &ws);
+  out->connections = cs.open;
+  out->connections_max = s->max_connections;
+  out->evicted = cs.evicted;
+  out->refused = cs.refused;
+  out->read_expired = cs.read_expired;
+  out->write_expired = cs.write_expired;
+  out->workers = ws.threads;
+  out->workers_busy = ws.running;
+  out->queued = ws.queued;
+  out->memory_used = rm_used();
+  out->memory_peak = rm_peak();
+  out->memory_max = rm_max();
+  out->memory_refused = rm_refused();
+}
+
 http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   struct sockaddr_storage ss;
   socklen_t sl;
@@ -655,6 +719,14 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   srv->cfg = cfg;
   id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
   rm_set_max(cfg->request_memory_max);
+#ifdef __GLIBC__
+  /* Request buffers (bodies, arrays, answers: 100 KiB to MiBs) are mapped
+   * and unmapped with each request, so that what the budget gives back
+   * leaves the process too.  Setting the threshold stops glibc from raising
+   * it after the first big free, which would keep every such buffer in its
+   * heaps, resident and out of the budget's count. */
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
   srv->max_connections = fit_fd_limit((unsigned)cfg->max_connections);
   if (srv->max_connections <= cfg->max_inflight) {
     log_line l;
@@ -682,6 +754,7 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
     flags |= MHD_USE_IPv6;
   uint16_t port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
+  mt_set_http_state(http_state, srv); /* before the first request */
   srv->d = MHD_start_daemon(
       flags, port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
@@ -691,6 +764,7 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
   if (!srv->d) {
+    mt_set_http_state(NULL, NULL);
     snprintf(err, cap, "cannot listen on %s", cfg->listen);
     wp_stop(srv->wp);
     conns_close(srv->ct);
@@ -703,27 +777,6 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
 }
 
 unsigned http_port(const http_server *s) { return s->port; }
-
-void http_stats(http_server *s, http_stats_t *out) {
-  memset(out, 0, sizeof *out);
-  conns_stats cs;
-  conns_get_stats(s->ct, &cs);
-  wp_stats ws;
-  wp_get_stats(s->wp, &ws);
-  out->connections = cs.open;
-  out->connections_max = s->max_connections;
-  out->evicted = cs.evicted;
-  out->refused = cs.refused;
-  out->read_expired = cs.read_expired;
-  out->write_expired = cs.write_expired;
-  out->workers = ws.threads;
-  out->workers_busy = ws.running;
-  out->queued = ws.queued;
-  out->memory_used = rm_used();
-  out->memory_peak = rm_peak();
-  out->memory_max = rm_max();
-  out->memory_refused = rm_refused();
-}
 
 static void sleep_ms(unsigned ms) {
   struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -768,6 +821,7 @@ void http_stop(http_server *s, unsigned grace_s) {
     _exit(1);
   }
   MHD_stop_daemon(s->d);
+  mt_set_http_state(NULL, NULL); /* no /metrics after the event loop */
   wp_stop(s->wp);
   conns_close(s->ct);
   free(s);

@@ -44,13 +44,6 @@ unsigned http_port(const http_server *s);
  * in flight to finish, then closes every connection and frees the server. */
 void http_stop(http_server *s, unsigned grace_s);
 
-/* What the limits hold now, for /metrics and the logs. */
-typedef struct {
-  unsigned connections, connections_max;
-  uint64_t evicted, refused, read_expired, write_expired;
-  unsigned workers, workers_busy, queued;
-  uint64_t memory_used, memory_peak, memory_max, memory_refused;
-} http_stats_t;
-void http_stats(http_server *s, http_stats_t *out);
+
 
 #endif

@@ -35,6 +35,41 @@ uint64_t rm_used(void) { return atomic_load(&used); }
 uint64_t rm_peak(void) { return atomic_load(&peak); }
 uint64_t rm_refused(void) { return atomic_load(&refused); }
 
+/* ---- grants ----------------------------------------------------------------- */
+
+bool rm_grant_add(rm_grant *g, uint64_t n) {
+  if (!rm_reserve(n))
+    return false;
+  g->size += n;
+  return true;
+}
+
+void rm_grant_end(rm_grant *g) {
+  rm_release(g->size);
+  g->size = g->used = 0;
+}
+
+/* n more bytes for a buffer: from its grant, the rest from the budget */
+static bool take(rm_grant *g, uint64_t n) {
+  if (!g)
+    return rm_reserve(n);
+  if (g->used + n > g->size && !rm_grant_add(g, g->used + n - g->size))
+    return false;
+  g->used += n;
+  return true;
+}
+
+/* n bytes a buffer no longer holds: back to its grant (kept for the rest of
+ * the request), or to the budget */
+static void give(rm_grant *g, uint64_t n) {
+  if (!g)
+    rm_release(n);
+  else
+    g->used -= n;
+}
+
+/* ---- buffers ------------------------------------------------------------------ */
+
 bool rm_buf_reserve(rm_buf *b, size_t n) {
   if (b->failed)
     return false;
@@ -53,17 +88,17 @@ bool rm_buf_reserve(rm_buf *b, size_t n) {
     size = b->cap;
   /* the new block is reserved before it exists, the old one given back only
    * once it is gone: during realloc both may be resident */
-  if (!rm_reserve(size)) {
+  if (!take(b->grant, size)) {
     b->failed = true;
     return false;
   }
   char *p = realloc(b->p, size);
   if (!p) {
-    rm_release(size);
+    give(b->grant, size);
     b->failed = true;
     return false;
   }
-  rm_release(b->size);
+  give(b->grant, b->size);
   b->p = p;
   b->size = size;
   return true;
@@ -83,13 +118,24 @@ void rm_buf_shrink(rm_buf *b) {
   char *p = realloc(b->p, b->len);
   if (!p)
     return; /* keeps the larger block, still reserved */
-  rm_release(b->size - b->len);
+  give(b->grant, b->size - b->len);
   b->p = p;
   b->size = b->len;
 }
 
 void rm_buf_free(rm_buf *b) {
   free(b->p);
-  rm_release(b->size);
+  give(b->grant, b->size);
   memset(b, 0, sizeof *b);
+}
+
+char *rm_buf_take(rm_buf *b, size_t *size) {
+  char *p = b->p;
+  *size = b->size;
+  if (b->grant) { /* the reservation leaves the grant with the block */
+    b->grant->used -= b->size;
+    b->grant->size -= b->size;
+  }
+  memset(b, 0, sizeof *b);
+  return p;
 }

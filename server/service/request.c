@@ -72,7 +72,7 @@ static num_result get_number(const json_t *v, uint64_t max, uint64_t *out) {
 
 /* module.h's reasons may start with the field's name ("debug_id: expected
  * ..."); the error names the field already, so that prefix is dropped. */
-static const char *reason(const char *why) {
+const char *rq_reason(const char *why) {
   if (!why)
     return "contains a NUL byte";
   const char *p = why;
@@ -127,6 +127,10 @@ static void shrink(rq_request *r) {
   r->stacks = (rq_stack *)(void *)r->stacks_b.p;
 }
 
+static void set_grant(rq_request *r, rm_grant *g) {
+  r->mods_b.grant = r->frames_b.grant = r->v5_b.grant = r->stacks_b.grant = r->names.grant = g;
+}
+
 void rq_free(rq_request *r) {
   rm_buf_free(&r->mods_b);
   rm_buf_free(&r->frames_b);
@@ -153,13 +157,13 @@ static bool parse_module(const json_t *m, size_t i, rq_module *out, rq_error *er
   if (strlen(json_string_value(df)) != json_string_length(df) ||
       !module_parse_file_name(json_string_value(df), out->id.debug_file,
                               sizeof out->id.debug_file, &why))
-    return fail(err, f, "invalid debug_file: ", reason(why));
+    return fail(err, f, "invalid debug_file: ", rq_reason(why));
   const json_t *di = json_object_get(m, "debug_id");
   snprintf(f, sizeof f, "modules[%zu].debug_id", i);
   if (!json_is_string(di))
     return fail(err, f, "debug_id must be a string", NULL);
   if (!module_parse_debug_id(json_string_value(di), out->id.guid, &out->id.age, &why))
-    return fail(err, f, "invalid debug_id: ", reason(why));
+    return fail(err, f, "invalid debug_id: ", rq_reason(why));
   const json_t *fm = json_object_get(m, "format");
   snprintf(f, sizeof f, "modules[%zu].format", i);
   if (fm && !json_is_null(fm)) {
@@ -179,7 +183,7 @@ static bool parse_module(const json_t *m, size_t i, rq_module *out, rq_error *er
     if (strlen(json_string_value(cf)) != json_string_length(cf) ||
         !module_parse_file_name(json_string_value(cf), out->id.code_file,
                                 sizeof out->id.code_file, &why))
-      return fail(err, f, "invalid code_file: ", reason(why));
+      return fail(err, f, "invalid code_file: ", rq_reason(why));
   }
   const json_t *ci = json_object_get(m, "code_id");
   snprintf(f, sizeof f, "modules[%zu].code_id", i);
@@ -188,7 +192,7 @@ static bool parse_module(const json_t *m, size_t i, rq_module *out, rq_error *er
       return fail(err, f, "code_id must be a string", NULL);
     if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp, &out->id.code_size,
                               &why))
-      return fail(err, f, "invalid code_id: ", reason(why));
+      return fail(err, f, "invalid code_id: ", rq_reason(why));
     out->id.has_code_id = true;
   }
   return true;
@@ -348,8 +352,9 @@ static void sym_modules(sym_walk *s, jwalk *w) {
   s->nmods = i;
 }
 
-rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *lim, rq_request *out,
-                               rq_error *err) {
+rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *lim, rm_grant *grant,
+                               rq_request *out, rq_error *err) {
+  set_grant(out, grant);
   sym_walk s;
   memset(&s, 0, sizeof s);
   s.lim = lim;
@@ -512,9 +517,9 @@ static bool v5_map_entry(v5_walk *s, v5_job_walk *j, const json_t *e, size_t i) 
   const char *why = NULL;
   if (strlen(json_string_value(name)) != json_string_length(name) ||
       !module_parse_file_name(json_string_value(name), m.id.debug_file, sizeof m.id.debug_file, &why))
-    return fail(&j->merr, f, "invalid debug_file: ", reason(why));
+    return fail(&j->merr, f, "invalid debug_file: ", rq_reason(why));
   if (!module_parse_debug_id(json_string_value(id), m.id.guid, &m.id.age, &why))
-    return fail(&j->merr, f, "invalid breakpad_id: ", reason(why));
+    return fail(&j->merr, f, "invalid breakpad_id: ", rq_reason(why));
   m.id.format = ST_FORMAT_WINDOWS;
   m.skip = true;
   /* the found_modules key: the entry as given, however long */
@@ -700,8 +705,9 @@ static bool v5_job_error(const v5_job_walk *j, rq_error *err) {
   return false;
 }
 
-rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rq_request *out,
-                      rq_error *err) {
+rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_grant *grant,
+                      rq_request *out, rq_error *err) {
+  set_grant(out, grant);
   v5_walk s;
   memset(&s, 0, sizeof s);
   s.lim = lim;

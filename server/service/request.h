@@ -94,12 +94,18 @@ typedef struct {
   char msg[400];
 } rq_error;
 
-/* Zero-initialise *out first.  Fills it from the body or says why not. */
-rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *lim, rq_request *out,
-                               rq_error *err);
-rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rq_request *out,
-                      rq_error *err);
+/* Zero-initialise *out first.  Fills it from the body or says why not; the
+ * arrays draw on grant (NULL: on the budget itself). */
+rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *lim, rm_grant *grant,
+                               rq_request *out, rq_error *err);
+rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_grant *grant,
+                      rq_request *out, rq_error *err);
 void rq_free(rq_request *r);
+
+/* module.h's reason for a bad name or id without its leading "field: " (the
+ * error names the field already); NULL (a NUL byte in the value) gives
+ * "contains a NUL byte". */
+const char *rq_reason(const char *why);
 
 /* The reason of an invalid frame. */
 const char *rq_why_text(uint16_t why);

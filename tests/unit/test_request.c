@@ -26,7 +26,7 @@ static void run_case(const case_t *c) {
   rq_error e;
   memset(&e, 0, sizeof e);
   size_t n = strlen(c->body);
-  rq_result got = c->v5 ? rq_parse_v5(c->body, n, &LIM, &r, &e) : rq_parse_symbolicate(c->body, n, &LIM, &r, &e);
+  rq_result got = c->v5 ? rq_parse_v5(c->body, n, &LIM, NULL, &r, &e) : rq_parse_symbolicate(c->body, n, &LIM, NULL, &r, &e);
   bool ok = got == c->want && (!c->field || !strcmp(e.field, c->field)) && (!c->msg || strstr(e.msg, c->msg));
   if (!ok) {
     t_failed_checks++;
@@ -94,7 +94,7 @@ TEST(symbolicate_fills_arrays) {
   memset(&r, 0, sizeof r);
   rq_error e;
   uint64_t before = rm_used();
-  CHECK_EQ_U(rq_parse_symbolicate(body, strlen(body), &LIM, &r, &e), RQ_OK);
+  CHECK_EQ_U(rq_parse_symbolicate(body, strlen(body), &LIM, NULL, &r, &e), RQ_OK);
   CHECK(rm_used() > before);
   CHECK_EQ_U(r.nmods, 2);
   CHECK_EQ_S(r.mods[0].id.debug_file, "a.pdb");
@@ -164,7 +164,7 @@ TEST(v5_fills_arrays) {
   memset(&r, 0, sizeof r);
   rq_error e;
   rq_limits lim = {10, 10};
-  CHECK_EQ_U(rq_parse_v5(body, strlen(body), &lim, &r, &e), RQ_OK);
+  CHECK_EQ_U(rq_parse_v5(body, strlen(body), &lim, NULL, &r, &e), RQ_OK);
   CHECK_EQ_U(r.njobs, 2);
   CHECK_EQ_U(r.nmods, 3);
   CHECK_EQ_U(r.jobs[0].nmods, 3);
@@ -202,12 +202,12 @@ TEST(budget) {
   rq_request r;
   memset(&r, 0, sizeof r);
   rq_error e;
-  CHECK_EQ_U(rq_parse_symbolicate(body, n, &lim, &r, &e), RQ_BUDGET);
+  CHECK_EQ_U(rq_parse_symbolicate(body, n, &lim, NULL, &r, &e), RQ_BUDGET);
   rq_free(&r);
   CHECK_EQ_U(rm_used(), before);
   rm_set_max(0);
   memset(&r, 0, sizeof r);
-  CHECK_EQ_U(rq_parse_symbolicate(body, n, &lim, &r, &e), RQ_OK);
+  CHECK_EQ_U(rq_parse_symbolicate(body, n, &lim, NULL, &r, &e), RQ_OK);
   CHECK_EQ_U(r.nframes, 400);
   CHECK_EQ_U(r.frames[399].rva, 399);
   rq_free(&r);
