@@ -17,7 +17,9 @@ connections with the wall clock, the kernel's view of the server process
   5. 64 concurrent requests of 10,000 frames: answered, and the server's RSS
      grows by less than the memory budget; with a small budget the requests
      beyond it get 503 with Retry-After and RSS stays under the small budget
-  6. a text/plain (or form, or untyped) POST gets 415; a DNS-rebinding Host
+  6. a module damaged in the cache: the damage is one more JSON log line (the
+     log stays JSON only)
+  7. a text/plain (or form, or untyped) POST gets 415; a DNS-rebinding Host
      gets 403; both with JSON bodies
 """
 import gzip
@@ -333,7 +335,53 @@ try:
 finally:
     shutil.rmtree(store, ignore_errors=True)
 
-# ---- 6. content type and Host ------------------------------------------------------------
+# ---- 6. a damaged module in the cache: one more JSON line in the log ----------------------
+native_dir = os.path.join(root, "tests", "fixtures", "native")
+store = tempfile.mkdtemp(prefix="pdbsym-attack-store-")
+try:
+    debug_file = col["cv_path"].replace("\\", "/").rsplit("/", 1)[-1]
+    d = os.path.join(store, debug_file, col["symkey"])
+    os.makedirs(d)
+    with open(os.path.join(d, debug_file), "wb") as f:
+        f.write(gzip.open(os.path.join(native_dir, col["pdb"])).read())
+    one = {"modules": [{"debug_file": col["cv_path"], "debug_id": col["symkey"]}],
+           "frames": [{"module": 0, "rva": "0x%x" % rvas[0]}]}
+    env = {"PDBSYM_SYMBOL_PATH": store, "PDBSYM_OFFLINE": "false"}
+    srv = Server(env=env)
+    cache = os.path.join(srv.tmp, "cache")
+    st, h, j = srv.json("POST", "/symbolicate", one)
+    c.eq("damaged cache: the module is found and cached first", j["modules"][0]["status"], "found")
+    srv.stop()
+    import sqlite3
+    db = sqlite3.connect(os.path.join(cache, "pdbsym.sqlite"))
+    n = db.execute("UPDATE arrays SET data = CAST(substr(data, 1, 100) || x'5a' || substr(data, 102) AS BLOB)"
+                   " WHERE length(data) > 200").rowcount
+    db.commit()
+    db.close()
+    c.true("damaged cache: arrays changed", n > 0, n)
+    # the same cache folder, a new process: the module is read from SQLite
+    again = Server(env=dict(env, PDBSYM_CACHE_DIR=cache))
+    try:
+        st, h, j = again.json("POST", "/symbolicate", one)
+        c.eq("damaged cache: answered", st, 200)
+        raw = open(again.log_path).read().splitlines()
+        bad = []
+        for ln in raw:
+            try:
+                json.loads(ln)
+            except ValueError:
+                bad.append(ln)
+        c.eq("damaged cache: every log line is JSON", bad, [])
+        dmg = [r for r in again.logs() if "damaged" in r.get("msg", "")]
+        c.true("damaged cache: the damage is logged with the module's key",
+               len(dmg) == 1 and dmg[0].get("key", "").startswith(debug_file.lower() + "/"), dmg)
+    finally:
+        again.close()
+    shutil.rmtree(srv.tmp, ignore_errors=True)
+finally:
+    shutil.rmtree(store, ignore_errors=True)
+
+# ---- 7. content type and Host ------------------------------------------------------------
 srv = Server(config="allowed_hosts = symbols.internal, Pdbsym\n")
 try:
     ok_body = json.dumps({"modules": [MODULE], "frames": [{"module": 0, "rva": 16}]}).encode()
