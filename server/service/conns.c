@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 
 #define IP_BUCKETS 1024
@@ -184,6 +185,21 @@ static void kill_locked(conns *t, conn_entry *e, uint64_t *counter) {
     (*counter)++;
 }
 
+/* The connection to evict: the oldest reader, passing over (among the 16
+ * oldest) those with bytes waiting in their socket - a request that has
+ * arrived and not been read yet, such as a health check's on a busy machine,
+ * is not taken for an idle connection.  per_ip: walk the address's list. */
+#define EVICT_LOOK 16
+static conn_entry *victim(conn_entry *oldest, bool per_ip) {
+  conn_entry *e = oldest;
+  for (int i = 0; e && i < EVICT_LOOK; i++, e = per_ip ? e->inext : e->next) {
+    int pending = 0;
+    if (ioctl(e->fd, FIONREAD, &pending) != 0 || pending == 0)
+      return e;
+  }
+  return oldest;
+}
+
 /* ---- the sweeper ------------------------------------------------------------ */
 
 static void *sweep_main(void *arg) {
@@ -281,13 +297,13 @@ conn_entry *conns_add(conns *t, int fd, const struct sockaddr *addr, socklen_t a
   bool refuse = false;
   if (t->cfg.max_per_ip && ip->live >= t->cfg.max_per_ip) {
     if (ip->rhead)
-      kill_locked(t, ip->rhead, &t->st.evicted);
+      kill_locked(t, victim(ip->rhead, true), &t->st.evicted);
     else
       refuse = true;
   }
   if (!refuse && t->st.open >= t->cfg.max_total) {
     if (t->rhead)
-      kill_locked(t, t->rhead, &t->st.evicted);
+      kill_locked(t, victim(t->rhead, false), &t->st.evicted);
     else
       refuse = true;
   }

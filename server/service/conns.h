@@ -13,7 +13,8 @@
  *     address.  A connection that arrives beyond a limit evicts the oldest
  *     connection still in CONN_READ (of that address, for the per-address
  *     limit): such a connection holds no request the server works on, only a
- *     slot.  When every connection is busy (CONN_BUSY, CONN_WRITE), the new one
+ *     slot (one with bytes waiting unread in its socket - a request that has
+ *     arrived - is passed over for the next oldest).  When every connection is busy (CONN_BUSY, CONN_WRITE), the new one
  *     is refused instead.  So held-open or dripping connections, however many
  *     and from whatever address, cannot keep a client whose request is
  *     complete (a health check) from being served.

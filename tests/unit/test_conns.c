@@ -209,11 +209,34 @@ TEST(write_deadline) {
   closepair(r);
 }
 
+TEST(passes_over_a_request_not_read_yet) {
+  conns_config cfg = {3, 0, 0, 0};
+  conns *t = conns_open(&cfg);
+  pair p[4];
+  conn_entry *e[4];
+  for (int i = 0; i < 4; i++)
+    p[i] = mkpair();
+  for (int i = 0; i < 3; i++)
+    e[i] = add(t, p[i], "127.0.0.1");
+  /* the oldest has sent its request; its owner has not read it yet */
+  CHECK(write(p[0].peer, "GET /health HTTP/1.1\r\n\r\n", 24) == 24);
+  e[3] = add(t, p[3], "127.0.0.1");
+  CHECK(!shut(p[0]));
+  CHECK(shut(p[1]));
+  CHECK(!shut(p[2]) && !shut(p[3]));
+  for (int i = 0; i < 4; i++)
+    conns_remove(t, e[i]);
+  conns_close(t);
+  for (int i = 0; i < 4; i++)
+    closepair(p[i]);
+}
+
 int main(void) {
   RUN(evicts_oldest_reader_when_full);
   RUN(refuses_when_every_connection_is_busy);
   RUN(per_address_limit_takes_that_address_oldest);
   RUN(read_deadline_is_absolute);
   RUN(write_deadline);
+  RUN(passes_over_a_request_not_read_yet);
   return test_summary();
 }
