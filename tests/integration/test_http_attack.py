@@ -103,12 +103,13 @@ try:
     check_probe("600 slow + 600 idle: /health", health)
     check_probe("600 slow + 600 idle: /ready", ready)
     c.true("600 slow connections were held at once", held_slow >= 590, "held %d" % held_slow)
-    c.true("with 1,200 wanted, about max_connections (1024) were held", held_idle + held_slow_end >= 1000,
-           "held %d idle + %d slow" % (held_idle, held_slow_end))
-    # the kernel's count: max_connections, plus libmicrohttpd's headroom for
-    # sockets shut down and not closed yet (1024 / 8)
-    c.true("server descriptors bounded by max_connections", fds_max <= fds0 + 1024 + 128,
-           "%d at start, %d at most" % (fds0, fds_max))
+    # the kernel's count, sampled every 0.5 s: with 1,200 wanted, the server
+    # held about max_connections (1024) at some point, and never more than
+    # that plus libmicrohttpd's headroom for sockets shut down and not closed
+    # yet (1024 / 8)
+    c.true("server descriptors up to, and bounded by, max_connections",
+           fds0 + 900 <= fds_max <= fds0 + 1024 + 128, "%d at start, %d at most (attacker held %d idle + %d slow "
+           "at the end)" % (fds0, fds_max, held_idle, held_slow_end))
     life = sorted(slow_alone)
     # read_timeout (10 s) closes a slow connection, whatever it sends
     c.true("slow connections closed at the read deadline", life and 8 <= life[len(life) // 2] <= 13,
