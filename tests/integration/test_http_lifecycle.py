@@ -98,8 +98,12 @@ try:
     # oldest connection that holds no complete request (docs/concurrency.md)
     srv = Server(config="max_connections = 2\nconnection_timeout = 30\n")
     try:
-        held = [socket.create_connection(("127.0.0.1", srv.port), timeout=5) for _ in range(2)]
-        time.sleep(0.3)
+        # one after the other: two event-loop threads may accept two
+        # connections made together in either order
+        held = []
+        for _ in range(2):
+            held.append(socket.create_connection(("127.0.0.1", srv.port), timeout=5))
+            time.sleep(0.3)
         third = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         third.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         try:
