@@ -7,15 +7,23 @@ as 5 s and failed):
 
   slow    N connections sending a header line every 5 s (replaced when closed)
   idle    N connections sending nothing (replaced when closed)
+  mixed   both at once: N slow, then (after 12 s) N idle, as in
+          tests/integration/test_http_attack.py
   flood   R new idle connections per second, for several rates R
   memory  64 concurrent POST /symbolicate of 10,000 frames each on a warm
           module: the server's peak RSS (VmHWM) over its RSS before, and the
           threads it ran
 
+For each attack it prints the server's threads and descriptors at most (from
+/proc), and what the attacking sockets saw.
+
 Run it against two binaries to compare them (the figures depend on the
 machine; the ratios between binaries much less):
 
-    PDBSYM_BIN=build/pdbsym python3 bench/bench_http_limits.py [--hold 30] [--only slow,idle,flood,memory]
+    PDBSYM_BIN=build/pdbsym python3 bench/bench_http_limits.py [--hold 30] [--only slow,idle,mixed,flood,memory]
+
+or one binary with and without a setting (--env KEY=VALUE, repeated, goes to
+the server: --env PDBSYM_DEFER_ACCEPT=0).
 """
 import argparse
 import gzip
@@ -30,7 +38,7 @@ import time
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 sys.path.insert(0, os.path.join(root, "tests", "integration"))
-from attacklib import Flood, HealthProbe, Holder, proc_status, raise_nofile  # noqa: E402
+from attacklib import Flood, HealthProbe, Holder, open_fds, proc_status, raise_nofile  # noqa: E402
 from pdbsym_server import Server  # noqa: E402
 
 ap = argparse.ArgumentParser()
@@ -39,7 +47,7 @@ ap.add_argument("--conns", type=int, default=600)
 ap.add_argument("--rates", default="10,34,100,300,1000")
 ap.add_argument("--requests", type=int, default=64)
 ap.add_argument("--frames", type=int, default=10000)
-ap.add_argument("--only", default="slow,idle,flood,memory")
+ap.add_argument("--only", default="slow,idle,mixed,flood,memory")
 ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
 args = ap.parse_args()
 only = set(args.only.split(","))
@@ -54,31 +62,51 @@ def fmt(s):
         s["n"], s["failed"], s["over_1s"], s["p50"], s["max"])
 
 
-def attack(name, make):
+def cpu_s(pid):
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def attack(name, make, later=None, later_at=12.0):
+    """make(port): the attacker started at once; later(port): one more,
+    started later_at seconds into the attack."""
     srv = Server(env=extra_env)
     try:
         probe = HealthProbe(srv.port)
         probe.start()
         time.sleep(1)
         base = probe.summary()
+        fds0 = open_fds(srv.proc.pid)
+        cpu0 = cpu_s(srv.proc.pid)
         t0 = time.monotonic()
-        a = make(srv.port)
-        a.start()
-        threads_max = 0
+        attackers = [make(srv.port)]
+        attackers[0].start()
+        threads_max = fds_max = 0
         while time.monotonic() - t0 < args.hold:
             time.sleep(0.5)
             threads_max = max(threads_max, proc_status(srv.proc.pid, "Threads"))
-        h = a.h if isinstance(a, Flood) else a
-        held = h.open_now()
-        a.stop()
+            fds_max = max(fds_max, open_fds(srv.proc.pid))
+            if later and len(attackers) == 1 and time.monotonic() - t0 >= later_at:
+                attackers.append(later(srv.port))
+                attackers[1].start()
+        cpu = (cpu_s(srv.proc.pid) - cpu0) / (time.monotonic() - t0)
+        hs = [a.h if isinstance(a, Flood) else a for a in attackers]
+        held = [h.open_now() for h in hs]
+        for a in attackers:
+            a.stop()
         probe.stop()
         during = probe.summary(since=t0 + 1)
-        life = sorted(h.lifetimes)
         print("%-12s before: %s" % (name, fmt(base)))
-        print("%-12s during: %s; server threads max %d; attacker: %d connects, %d closed by server "
-              "(median lifetime %s), %d refused, %d open at the end"
-              % ("", fmt(during), threads_max, h.connects, h.closed_by_server,
-                 "%.1f s" % life[len(life) // 2] if life else "-", h.failed, held))
+        print("%-12s during: %s; server threads max %d, descriptors %d at start, %d at most, "
+              "CPU %.0f %% of one core" % ("", fmt(during), threads_max, fds0, fds_max, cpu * 100))
+        for h, n in zip(hs, held):
+            life = sorted(h.lifetimes)
+            print("%-12s attacker (%s): %d connects, %d closed by server (median lifetime %s), "
+                  "%d refused, %d open at the end"
+                  % ("", h.kind, h.connects, h.closed_by_server,
+                     "%.1f s" % life[len(life) // 2] if life else "-", h.failed, n))
         sys.stdout.flush()
         return during
     finally:
@@ -89,6 +117,9 @@ if "slow" in only:
     attack("slow %d" % args.conns, lambda p: Holder(p, args.conns, "slow", interval=5))
 if "idle" in only:
     attack("idle %d" % args.conns, lambda p: Holder(p, args.conns, "idle"))
+if "mixed" in only:
+    attack("mixed %d+%d" % (args.conns, args.conns), lambda p: Holder(p, args.conns, "slow", interval=5),
+           later=lambda p: Holder(p, args.conns, "idle"))
 if "flood" in only:
     for r in [int(x) for x in args.rates.split(",")]:
         attack("flood %d/s" % r, lambda p, r=r: Flood(p, r))

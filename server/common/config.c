@@ -68,6 +68,7 @@ static const cf_setting settings[] = {
     U(max_connections_per_ip, "0", "open connections from one address (same rule); 0: only max_connections"),
     U(read_timeout, "10", "seconds from accept (or the previous answer) to a complete request, headers and body; absolute"),
     U(write_timeout, "60", "seconds an answer may take to be sent; absolute"),
+    U(defer_accept, "10", "seconds the kernel keeps a new connection that has sent nothing before handing it over (TCP_DEFER_ACCEPT; rounded up to its SYN-ACK retry times 1, 3, 7, 15, 31 s); 0: off"),
     U(connection_timeout, "15", "seconds a connection may stay silent both ways (libmicrohttpd's idle timeout)"),
     S(allowed_hosts, "", "Host names accepted besides IP addresses, localhost and the listen host (comma-separated; * any)"),
     U(default_timeout, "30", "seconds a request waits for modules when it gives no timeout"),

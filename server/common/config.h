@@ -57,6 +57,7 @@ typedef struct {
   uint64_t max_connections_per_ip; /* 0: none */
   uint64_t read_timeout;       /* seconds, absolute; 0: none */
   uint64_t write_timeout;      /* seconds, absolute; 0: none */
+  uint64_t defer_accept;       /* seconds (TCP_DEFER_ACCEPT); 0: off */
   uint64_t connection_timeout; /* seconds, idle */
   char allowed_hosts[1024];
   uint64_t default_timeout;    /* seconds */

@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1001,6 +1002,31 @@ static void http_state(void *ctx, mt_http_state *out) {
   out->memory_refused = rm_refused();
 }
 
+/* A new connection that has sent nothing stays with the kernel for about
+ * `secs` (TCP_DEFER_ACCEPT; Linux rounds it up to its SYN-ACK retry times:
+ * 1, 3, 7, 15, 31 s): it is accepted when its first bytes arrive, or when
+ * the time is up.  Until then it costs no descriptor, no entry in the
+ * connection table and no work on the event loop, and it cannot sit in the
+ * accept queue ahead of a request that has arrived (docs/concurrency.md,
+ * "Connection floods"). */
+static void defer_silent_connections(struct MHD_Daemon *d, uint64_t secs) {
+  int v = secs > 3600 ? 3600 : (int)secs;
+  bool ok = false;
+#ifdef TCP_DEFER_ACCEPT
+  const union MHD_DaemonInfo *li = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+  ok = li && setsockopt(li->listen_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v) == 0;
+#else
+  (void)d;
+#endif
+  if (!ok) {
+    log_line l;
+    log_begin(&l, LOG_WARN,
+              "cannot set TCP_DEFER_ACCEPT: silent connections are accepted at once");
+    log_int(&l, "defer_accept", (long long)v);
+    log_end(&l);
+  }
+}
+
 http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   struct sockaddr_storage ss;
   socklen_t sl;
@@ -1072,6 +1098,8 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
   srv->port = di ? di->port : port;
+  if (cfg->defer_accept)
+    defer_silent_connections(srv->d, cfg->defer_accept);
   return srv;
 }
 
