@@ -891,14 +891,26 @@ def main():
             "max_body_bytes": 1 << 20, "max_frames": 2000, "max_modules": 300, "max_timeout": 30,
             "v5_timeout": 30, "log_level": "warn",
         }
+        event_loop = "http_threads" in keys  # issue 13's connection model
+        if event_loop:
+            # connections cost no thread: more of them than max_inflight (64) may be held
+            settings["max_connections"] = 256
         settings = {k: v for k, v in settings.items() if k in keys}
         eff = dict(keys)
         eff.update({k: str(v) for k, v in settings.items()})
-        # the threads the settings allow (docs/concurrency.md): main, libmicrohttpd's
-        # listener and one thread per connection, the download workers, the network thread
-        thread_bound = 3 + int(eff["max_connections"]) + int(eff["download_workers"])
-        thread_formula = "3 + max_connections %s + download_workers %s" % (eff["max_connections"],
-                                                                            eff["download_workers"])
+        # the threads the settings allow (docs/concurrency.md)
+        if event_loop:
+            # main, the event loop, the request workers, the sweeper, the download
+            # workers, the network thread (no resolver threads: every source is an IP)
+            thread_bound = 3 + int(eff["http_threads"]) + int(eff["request_workers"]) + int(eff["download_workers"])
+            thread_formula = "3 + http_threads %s + request_workers %s + download_workers %s" % (
+                eff["http_threads"], eff["request_workers"], eff["download_workers"])
+        else:
+            # main, libmicrohttpd's listener and one thread per connection, the
+            # download workers, the network thread
+            thread_bound = 3 + int(eff["max_connections"]) + int(eff["download_workers"])
+            thread_formula = "3 + max_connections %s + download_workers %s" % (eff["max_connections"],
+                                                                                eff["download_workers"])
         folder_bound = args.cap + largest
         path = ";".join("srv*" + ss[n].url for n in ("good", "slow", "fault"))
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -1002,7 +1014,8 @@ def main():
                 dl = settled(mt)
                 table.append({"t": nxt - t0, "rss": mx["rss"] / 1024.0, "thr": mx["thr"], "fds": mx["fds"],
                               "dir": mx["dir"] / 1e6, "health": h, "ok": ok - last_ok, "err": err - last_err,
-                              "dl": dl - last_dl, "cache_bytes": mt.get("pdbsym_cache_bytes", 0)})
+                              "dl": dl - last_dl, "cache_bytes": mt.get("pdbsym_cache_bytes", 0),
+                              "conns": mt.get("pdbsym_http_connections")})
                 last_ok, last_err, last_dl = ok, err, dl
                 r = table[-1]
                 if len(table) % 6 == 0 or len(table) == 1:
@@ -1079,14 +1092,15 @@ def verdict(name, unit, values, rel, absol, bound_text):
 def report(table, health, peaks, violations, crashed, rc, thread_bound, thread_formula, fd_limit, folder_bound,
            final):
     print()
-    print("| time | RSS MiB | threads | fds | folder MB | health ms | ok | err | downloads |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| time | RSS MiB | threads | fds | folder MB | health ms | ok | err | downloads | conns |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in table:
-        print("| %s | %.1f | %d | %d | %.2f | %.1f | %d | %d | %d |" % (
-            fmt_t(r["t"]), r["rss"], r["thr"], r["fds"], r["dir"], r["health"], r["ok"], r["err"], r["dl"]))
+        print("| %s | %.1f | %d | %d | %.2f | %.1f | %d | %d | %d | %s |" % (
+            fmt_t(r["t"]), r["rss"], r["thr"], r["fds"], r["dir"], r["health"], r["ok"], r["err"], r["dl"],
+            "-" if r["conns"] is None else "%d" % r["conns"]))
     print("(each row: the largest RSS, threads, fds and cache folder bytes of its 10 s, sampled every 0.5 s; "
           "its slowest GET /health, probed every second; requests answered as expected / not; download jobs "
-          "settled, from /metrics)")
+          "settled and open connections at its end, from /metrics)")
     if len(table) > 30:  # the same by minute: maxima, and the sums of the counts
         print()
         print("by minute:")
