@@ -114,6 +114,7 @@ ap.add_argument("--idle", type=int, default=6, help="idle connections held at on
 ap.add_argument("--slow", type=int, default=4, help="slow connections at once (default 4)")
 ap.add_argument("--seed", type=int, default=13)
 ap.add_argument("--keep", action="store_true", help="keep the scratch folder (cache, log)")
+ap.add_argument("--log-level", default="warn", help="the service's log_level (default warn)")
 args = ap.parse_args()
 if not os.path.exists(BIN):
     sys.exit("soak: %s missing (scripts/build.sh build, or set PDBSYM_BIN)" % BIN)
@@ -889,7 +890,7 @@ def main():
             "source_backoff_max": 20, "negative_missing_ttl": 120, "negative_error_ttl": 5,
             "negative_error_max_ttl": 60, "negative_suspect_ttl": 30, "negative_malformed_ttl": 120,
             "max_body_bytes": 1 << 20, "max_frames": 2000, "max_modules": 300, "max_timeout": 30,
-            "v5_timeout": 30, "log_level": "warn",
+            "v5_timeout": 30, "log_level": args.log_level,
         }
         event_loop = "http_threads" in keys  # issue 13's connection model
         if event_loop:
@@ -933,9 +934,9 @@ def main():
         print("stored size of them all: about %.1f MiB = %.1fx the cap; largest file served %.1f MiB" % (
             est_total / MiB, est_total / float(args.cap), largest / MiB))
         print("settings: " + ", ".join("%s=%s" % kv for kv in settings.items()))
-        print("bounds: threads <= %d (%s); fds < %d (RLIMIT_NOFILE); cache folder <= %.1f MiB (cap %.1f + "
-              "largest module %.1f)" % (thread_bound, thread_formula, fd_limit, folder_bound / MiB,
-                                         args.cap / MiB, largest / MiB))
+        print("bounds: threads <= %d (%s); fds < %d (RLIMIT_NOFILE); cache folder <= %.2f MB (cap %.2f MB + "
+              "largest module %.2f MB)" % (thread_bound, thread_formula, fd_limit, folder_bound / 1e6,
+                                           args.cap / 1e6, largest / 1e6))
         sys.stdout.flush()
 
         natives = [m for m in mods if m.native and m.home == "good" and not m.cab]
