@@ -31,7 +31,11 @@
  * Negative entries: missing (negative_missing_ttl), malformed
  * (negative_malformed_ttl), fetch error (negative_error_ttl), or a TTL the
  * caller gives (store_put_negative_ttl); a positive entry is never replaced
- * by a negative one.
+ * by a negative one.  They are also kept in memory (at most negative_memory,
+ * least recently used dropped first), so a module known to be missing is
+ * answered without reading SQLite; an entry in memory is believed for at
+ * most a minute before SQLite is read again, since another process (`pdbsym
+ * warm` on the same folder) may have stored the module (store_neg.c).
  *
  * Thread safety: every function may be called from several threads at once.
  * A module missing from memory is read from SQLite once; other threads asking
@@ -59,6 +63,7 @@ typedef struct {
   int64_t negative_malformed_ttl;  /* seconds a "could not read" is remembered (0: 86400) */
   int64_t negative_error_ttl;      /* seconds a fetch error is remembered (0: 300) */
   uint32_t max_negative;           /* cap on negative entries (0: 100000) */
+  uint32_t negative_memory;        /* negative entries also kept in memory (0: 16384) */
 } store_config;
 
 typedef enum { STORE_MISS = 0, STORE_HIT, STORE_NEGATIVE } store_result;
@@ -70,6 +75,7 @@ typedef struct {
   char source[256];       /* where the module came from (URL or path) */
   store_neg_kind neg;     /* STORE_NEGATIVE: why */
   char error[256];        /* STORE_NEGATIVE: the recorded error */
+  int64_t expires_at;     /* STORE_NEGATIVE: when it expires (unix seconds) */
 } store_entry;
 
 ps_err store_open(const store_config *cfg, store **out, ps_diag *diag);
@@ -126,9 +132,20 @@ typedef struct {
   uint64_t data_bytes;      /* sum of the complete modules' array bytes */
   uint64_t line_rows;       /* sum of line rows + sequence points */
   uint64_t hot_modules, hot_bytes, mem_max_bytes; /* this process's hot set */
+  uint64_t module_reads;    /* this process's reads of a module's row from SQLite */
+  uint64_t neg_memory;      /* negative entries this process keeps in memory */
+  uint64_t neg_memory_hits; /* lookups they answered without SQLite */
   int schema_version;
 } store_stats;
 ps_err store_get_stats(store *s, store_stats *out);
+
+/* This process's counters, read without touching the database (for
+ * /metrics): module reads from SQLite, negative entries in memory and the
+ * lookups they answered, the hot set. */
+typedef struct {
+  uint64_t module_reads, neg_memory, neg_memory_hits, hot_modules, hot_bytes;
+} store_counters;
+void store_get_counters(store *s, store_counters *out);
 
 typedef struct {
   const char *key;

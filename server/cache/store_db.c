@@ -256,6 +256,7 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
   pthread_cond_init(&s->cv, NULL);
   pthread_mutex_init(&s->pool_mu, NULL);
   pthread_mutex_init(&s->write_mu, NULL);
+  s->neg = store__neg_new(cfg->negative_memory);
 
   ps_err result = PS_E_DATABASE;
   for (int attempt = 0; attempt < 2; attempt++) {
@@ -309,6 +310,7 @@ void store_close(store *s) {
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->pool_mu);
   pthread_mutex_destroy(&s->write_mu);
+  store__neg_free(s->neg);
   free(s->dir);
   free(s->path);
   free(s);
@@ -340,6 +342,7 @@ void store__touch(sqlite3 *db, const char *key, int64_t when) {
  * module is logged and removed. */
 store_result store__load_module(store *s, const char *key, symtab *st, char *source,
                                 size_t source_cap, store_entry *out) {
+  atomic_fetch_add(&s->module_reads, 1);
   sqlite3 *db = store__conn_get(s);
   if (!db)
     return STORE_MISS;
@@ -354,6 +357,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
   if (found && r.status != 0) {
     if (r.expires_at > now) {
       out->neg = (store_neg_kind)r.status;
+      out->expires_at = r.expires_at;
       copy_str(out->error, sizeof out->error, r.error);
       copy_str(out->source, sizeof out->source, r.source);
       result = STORE_NEGATIVE;
@@ -512,6 +516,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
     done = true;
   }
   if (result == PS_E_OK) {
+    store__neg_drop(s->neg, key);
     shrink_if_over(s, db);
     if (data_bytes > ((uint64_t)4 << 20))
       exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
@@ -563,6 +568,8 @@ ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, co
     result = PS_E_DATABASE;
     goto out;
   }
+  /* 0 changes: a complete module holds the key, and stays */
+  bool wrote = sqlite3_changes(db) > 0;
   /* bounded: expired entries go first, then the oldest beyond the cap */
   q = NULL;
   if (sqlite3_prepare_v2(db, "DELETE FROM modules WHERE status != 0 AND expires_at <= ?", -1, &q,
@@ -586,6 +593,8 @@ ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, co
   if (exec(db, "COMMIT") != SQLITE_OK) {
     exec(db, "ROLLBACK");
     result = PS_E_DATABASE;
+  } else if (wrote) {
+    store__neg_put(s->neg, key, kind, error, now + ttl, now);
   }
 out:
   store__conn_put(s, db);

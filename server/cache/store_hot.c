@@ -209,6 +209,10 @@ store_result store_get(store *s, const char *key, store_entry *out) {
       h->touched = now;
       need_touch = true;
     }
+  } else if (store__neg_get(s->neg, key, now, out)) {
+    /* known to be missing (or unreadable): answered from memory */
+    pthread_mutex_unlock(&s->mu);
+    return STORE_NEGATIVE;
   } else {
     /* a placeholder others can wait on while this thread reads SQLite */
     loader = calloc(1, sizeof *loader);
@@ -240,6 +244,8 @@ store_result store_get(store *s, const char *key, store_entry *out) {
   symtab st;
   char source[256] = "";
   store_result result = store__load_module(s, key, &st, source, sizeof source, out);
+  if (result == STORE_NEGATIVE)
+    store__neg_put(s->neg, key, out->neg, out->error, out->expires_at, now);
   if (!loader) { /* no memory for a placeholder: the old way */
     if (result == STORE_HIT)
       hot_insert(s, key, &st, source, out);
@@ -318,6 +324,7 @@ ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
                       store_entry *out, ps_diag *diag) {
   memset(out, 0, sizeof *out);
   ps_err result = store_put(s, key, st, source, diag);
+  store__neg_drop(s->neg, key); /* kept in memory even when the cache could not take it */
   if (!st->finished || !key) {
     st_free(st);
     return result;

@@ -652,6 +652,94 @@ TEST(negative_ttl_per_entry) {
   store_close(s);
 }
 
+/* Known-missing modules are answered from memory: no read of SQLite per
+ * lookup (store_counters.module_reads), one read in a new process (the
+ * entry comes from SQLite once), dropped by a positive ingest, evict and
+ * clear, bounded in number, expired with the entry's TTL. */
+TEST(negative_entries_in_memory) {
+  const char *dir = sub("negmem");
+  store_config cfg = {.dir = dir, .negative_missing_ttl = 3600, .negative_memory = 4};
+  store *s = NULL;
+  ps_diag d;
+  CHECK_EQ_U(store_open(&cfg, &s, &d), PS_E_OK);
+  if (!s)
+    return;
+  store_counters c0, c1;
+  store_entry e;
+  CHECK_EQ_U(store_put_negative(s, "gone.pdb/A1", STORE_NEG_MISSING, "404 from every server"),
+             PS_E_OK);
+  store_get_counters(s, &c0);
+  for (int i = 0; i < 100; i++) {
+    CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_NEGATIVE);
+    CHECK_EQ_U(e.neg, STORE_NEG_MISSING);
+  }
+  CHECK_EQ_S(e.error, "404 from every server");
+  CHECK(e.expires_at > (int64_t)time(NULL) + 3000);
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 0);
+  CHECK_EQ_U(c1.neg_memory_hits - c0.neg_memory_hits, 100);
+  store_close(s);
+
+  /* a new process: SQLite once, then memory */
+  CHECK_EQ_U(store_open(&cfg, &s, &d), PS_E_OK);
+  if (!s)
+    return;
+  store_get_counters(s, &c0);
+  for (int i = 0; i < 10; i++)
+    CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_NEGATIVE);
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 1);
+  CHECK_EQ_S(e.error, "404 from every server");
+
+  /* a positive ingest replaces it in memory too */
+  symtab st;
+  synth(&st, 5, 50);
+  CHECK_EQ_U(put(s, "gone.pdb/A1", &st), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_HIT);
+  store_release(s, &e);
+  /* a negative entry never hides a complete module, in memory either */
+  CHECK_EQ_U(store_put_negative(s, "gone.pdb/A1", STORE_NEG_MISSING, "x"), PS_E_OK);
+  CHECK_EQ_U(store_evict(s, "nothing.pdb/Z1"), PS_E_NOT_FOUND);
+  store_close(s);
+  CHECK_EQ_U(store_open(&cfg, &s, &d), PS_E_OK);
+  if (!s)
+    return;
+  CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_HIT);
+  store_release(s, &e);
+
+  /* evict and clear forget the memory's entries too */
+  CHECK_EQ_U(store_put_negative(s, "e.pdb/A1", STORE_NEG_MALFORMED, "bad"), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "e.pdb/A1", &e), STORE_NEGATIVE);
+  CHECK_EQ_U(store_evict(s, "e.pdb/A1"), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "e.pdb/A1", &e), STORE_MISS);
+  CHECK_EQ_U(store_put_negative(s, "c.pdb/A1", STORE_NEG_MALFORMED, "bad"), PS_E_OK);
+  uint64_t removed = 0;
+  CHECK_EQ_U(store_clear(s, true, &removed), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "c.pdb/A1", &e), STORE_MISS);
+
+  /* bounded: at most negative_memory entries; the others still come from SQLite */
+  for (int i = 0; i < 10; i++) {
+    char k[32];
+    snprintf(k, sizeof k, "b%d.pdb/X1", i);
+    CHECK_EQ_U(store_put_negative(s, k, STORE_NEG_MISSING, "gone"), PS_E_OK);
+  }
+  store_get_counters(s, &c0);
+  CHECK(c0.neg_memory <= 4);
+  CHECK_EQ_U(store_get(s, "b0.pdb/X1", &e), STORE_NEGATIVE); /* dropped from memory: SQLite */
+  CHECK_EQ_U(store_get(s, "b9.pdb/X1", &e), STORE_NEGATIVE); /* in memory */
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 1);
+
+  /* the entry's own TTL, in memory as in SQLite */
+  CHECK_EQ_U(store_put_negative_ttl(s, "short.pdb/A1", STORE_NEG_FETCH_ERROR, "HTTP 500", 1),
+             PS_E_OK);
+  CHECK_EQ_U(store_get(s, "short.pdb/A1", &e), STORE_NEGATIVE);
+  sleep(2);
+  CHECK_EQ_U(store_get(s, "short.pdb/A1", &e), STORE_MISS);
+  store_close(s);
+  st_free(&st);
+}
+
 TEST(make_room_for_downloads) {
   const char *dir = sub("room");
   const uint64_t cap = 6u << 20;
@@ -843,6 +931,7 @@ int main(void) {
   RUN(negative_entries);
   RUN(byte_cap_evicts_oldest);
   RUN(negative_ttl_per_entry);
+  RUN(negative_entries_in_memory);
   RUN(make_room_for_downloads);
   RUN(broken_databases_moved_aside);
   RUN(damaged_module_dropped_and_verify_reports);

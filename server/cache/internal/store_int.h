@@ -39,6 +39,7 @@
 #define PDBSYM_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,6 +62,8 @@
 #define STORE_MAX_POOL 8            /* idle connections kept */
 #define STORE_FETCH_ERROR_TTL 300   /* seconds a network failure is remembered */
 #define STORE_NBUCKETS 1024
+#define STORE_NEG_MEMORY 16384      /* negative entries kept in memory (default) */
+#define STORE_NEG_RECHECK_S 60      /* ... each believed this long before SQLite is read again */
 
 typedef struct hot {
   char *key;
@@ -91,6 +94,8 @@ struct store {
   sqlite3 *pool[STORE_MAX_POOL];
   int npool;
   pthread_mutex_t write_mu;
+  struct store_neg *neg;           /* negative entries in memory (store_neg.c) */
+  _Atomic uint64_t module_reads;   /* store__load_module calls: reads of SQLite for a module */
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -187,6 +192,21 @@ int store__insert_module(sqlite3 *db, const char *key, const symtab *st, const c
                          uint64_t data_bytes, uint32_t checksum, int64_t now);
 /* Deletes a module's row (its arrays go with it: ON DELETE CASCADE). */
 int store__delete_module(sqlite3 *db, int64_t id);
+
+/* ---- store_neg.c --------------------------------------------------------- */
+
+typedef struct store_neg store_neg;
+store_neg *store__neg_new(size_t max);
+void store__neg_free(store_neg *n);
+/* true when key has a live negative entry in memory: out's neg, error and
+ * expires_at are set. */
+bool store__neg_get(store_neg *n, const char *key, int64_t now, store_entry *out);
+/* Remembers (or refreshes) a negative entry that expires at expires_at. */
+void store__neg_put(store_neg *n, const char *key, store_neg_kind kind, const char *error,
+                    int64_t expires_at, int64_t now);
+void store__neg_drop(store_neg *n, const char *key);
+void store__neg_clear(store_neg *n);
+void store__neg_stats(store_neg *n, uint64_t *entries, uint64_t *hits);
 
 /* ---- store_hot.c ---------------------------------------------------------- */
 
