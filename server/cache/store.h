@@ -67,11 +67,14 @@ typedef struct {
 } store_config;
 
 typedef enum { STORE_MISS = 0, STORE_HIT, STORE_NEGATIVE } store_result;
+/* What a complete module's table holds besides its PDB's (store_entry.flags). */
+enum { STORE_F_IMAGE_NAMES = 1u /* the method names of its PE image (.NET) */ };
 typedef enum { STORE_NEG_MISSING = 1, STORE_NEG_MALFORMED = 2, STORE_NEG_FETCH_ERROR = 3 } store_neg_kind;
 
 typedef struct {
   const symtab *st;       /* STORE_HIT: finished table, valid until store_release */
   void *pin;              /* internal */
+  unsigned flags;         /* STORE_HIT: STORE_F_* */
   char source[256];       /* where the module came from (URL or path) */
   store_neg_kind neg;     /* STORE_NEGATIVE: why */
   char error[256];        /* STORE_NEGATIVE: the recorded error */
@@ -88,6 +91,11 @@ void store_release(store *s, store_entry *e);
  * two racing puts of one key end as one copy), evicting old modules first if
  * the cap would be passed. */
 ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag);
+/* The same with flags (STORE_F_*).  A complete module already under key is
+ * kept, unless the new table has a flag it lacks (names from the image): then
+ * the new one replaces it. */
+ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *source,
+                       unsigned flags, ps_diag *diag);
 /* store_put, then the table moves into the hot set and comes back pinned in
  * *out (so the engine need not read back what it just parsed).  st is taken
  * in every case: its arrays are shrunk to size and owned by the store; the
@@ -96,6 +104,21 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
  * only), unless out->st is NULL (out of memory). */
 ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
                       store_entry *out, ps_diag *diag);
+/* First answer before persistence: puts a finished table into the hot set
+ * without writing it (st taken as by store_put_take) and pins it in *out; a
+ * table under key in memory stays, unless st has a flag it lacks (then st
+ * replaces it; pinned copies stay valid).  The table is in memory only until
+ * store_save writes it; pinned meanwhile (by the caller), it is never evicted
+ * from memory.  PS_E_NOMEM when out->st is NULL. */
+ps_err store_adopt(store *s, const char *key, symtab *st, const char *source, unsigned flags,
+                   store_entry *out);
+/* Writes the table pinned in e (store_adopt's, or store_get's) to SQLite under
+ * its key, its source and flags, as store_put_flags.  Lookups of the table
+ * may run meanwhile. */
+ps_err store_save(store *s, const store_entry *e, ps_diag *diag);
+/* One more pin of e's table in *out (released with store_release). */
+void store_pin(store *s, const store_entry *e, store_entry *out);
+
 ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error);
 /* The same, remembered for ttl seconds (<= 0: the kind's TTL from the config). */
 ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, const char *error,

@@ -367,6 +367,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
     bad = store__load_arrays(db, &r, st, true, why, sizeof why, &transient);
     if (!bad) {
       result = STORE_HIT;
+      out->flags = r.flags;
       copy_str(source, source_cap, r.source);
     } else if (transient) {
       log_line l;
@@ -434,6 +435,20 @@ static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
   return n;
 }
 
+/* The row's flag columns (in the caller's transaction). */
+static int set_flags(sqlite3 *db, const char *key, unsigned flags) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(db, "UPDATE modules SET image_names = ? WHERE key = ?", -1, &q,
+                              NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int(q, 1, (flags & STORE_F_IMAGE_NAMES) != 0);
+    sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
 static ps_err db_fail(sqlite3 *db, ps_diag *diag, const char *what) {
   ps_err e = sqlite3_errcode(db) == SQLITE_BUSY ? PS_E_BUSY : PS_E_DATABASE;
   ps_diag_set(diag, e, "cache", (size_t)-1, "%s: %s", what, sqlite3_errmsg(db));
@@ -443,6 +458,11 @@ static ps_err db_fail(sqlite3 *db, ps_diag *diag, const char *what) {
 }
 
 ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag) {
+  return store_put_flags(s, key, st, source, 0, diag);
+}
+
+ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *source,
+                       unsigned flags, ps_diag *diag) {
   if (!key || !*key || !st || !st->finished)
     return ps_diag_set(diag, PS_E_INVALID, "cache", (size_t)-1,
                        "store_put needs a key and a finished symtab");
@@ -476,7 +496,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
     module_row r;
     int rc;
     if (store__read_row(db, key, &r, &rc)) {
-      if (r.status == 0 && r.layout == STORE_LAYOUT) {
+      if (r.status == 0 && r.layout == STORE_LAYOUT && !(flags & ~r.flags)) {
         exec(db, "COMMIT"); /* somebody else ingested it first: one copy */
         break;
       }
@@ -505,7 +525,8 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
       }
       continue;
     }
-    if (store__insert_module(db, key, st, source, data_bytes, checksum, now_s()) != SQLITE_OK) {
+    if (store__insert_module(db, key, st, source, data_bytes, checksum, now_s()) != SQLITE_OK ||
+        (flags && set_flags(db, key, flags) != SQLITE_DONE)) {
       result = db_fail(db, diag, "cannot store the module");
       break;
     }

@@ -287,6 +287,87 @@ TEST(put_take_pins_the_table) {
   st_free(&orig);
 }
 
+/* First answer before persistence: an adopted table answers from memory at
+ * once and is on disk only once saved; a table with the image's names
+ * replaces one without, in memory and on disk, never the other way. */
+TEST(adopt_then_save) {
+  const char *dir = sub("adopt");
+  symtab orig, t1, t2, t3;
+  synth(&orig, 11, 1500);
+  synth(&t1, 11, 1500);
+  store *s = open_store(dir, 0, 0);
+  store_entry e, e2, q;
+  ps_diag d;
+  ps_diag_clear(&d);
+  store_counters c0, c1;
+  store_get_counters(s, &c0);
+  CHECK_EQ_U(store_adopt(s, "a.pdb/A1", &t1, "src-1", 0, &e), PS_E_OK);
+  CHECK(t1.lines == NULL);
+  CHECK(e.st != NULL);
+  CHECK_EQ_U(store_get(s, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK(e2.st == e.st);
+  store_release(s, &e2);
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 0);
+  store_pin(s, &e, &q); /* what a persistence queue holds */
+  store_release(s, &e);
+  /* not on disk yet: another process does not see it */
+  store *other = open_store(dir, 0, 0);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_MISS);
+  CHECK_EQ_U(store_save(s, &q, &d), PS_E_OK);
+  store_release(s, &q);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK_EQ_U(e2.flags, 0);
+  CHECK_EQ_S(e2.source, "src-1");
+  if (e2.st) {
+    uint64_t hits;
+    CHECK_EQ_U(compare_all(&orig, e2.st, &hits), 0);
+  }
+  store_release(other, &e2);
+
+  /* the same module with its image's names replaces it, in memory ... */
+  synth(&t2, 11, 1500);
+  CHECK_EQ_U(store_get(s, "a.pdb/A1", &e2), STORE_HIT); /* a pin on the old table */
+  const symtab *old = e2.st;
+  CHECK_EQ_U(store_adopt(s, "a.pdb/A1", &t2, "src-2", STORE_F_IMAGE_NAMES, &e), PS_E_OK);
+  CHECK(e.st != old);
+  CHECK_EQ_U(e.flags, STORE_F_IMAGE_NAMES);
+  CHECK(old->nlines > 0); /* still valid while pinned */
+  store_release(s, &e2);
+  CHECK_EQ_U(store_get(s, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK(e2.st == e.st);
+  CHECK_EQ_S(e2.source, "src-2");
+  store_release(s, &e2);
+  /* ... and on disk */
+  CHECK_EQ_U(store_save(s, &e, &d), PS_E_OK);
+  store_release(s, &e);
+  store_close(other);
+  other = open_store(dir, 0, 0);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK_EQ_U(e2.flags, STORE_F_IMAGE_NAMES);
+  CHECK_EQ_S(e2.source, "src-2");
+  store_release(other, &e2);
+  /* a table without the names never replaces one with them */
+  synth(&t3, 11, 1500);
+  CHECK_EQ_U(store_adopt(s, "a.pdb/A1", &t3, "src-3", 0, &e), PS_E_OK);
+  CHECK_EQ_U(e.flags, STORE_F_IMAGE_NAMES);
+  CHECK_EQ_S(e.source, "src-2");
+  store_release(s, &e);
+  CHECK_EQ_U(store_put(other, "a.pdb/A1", &orig, "src-4", &d), PS_E_OK);
+  store_close(other);
+  other = open_store(dir, 0, 0);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK_EQ_U(e2.flags, STORE_F_IMAGE_NAMES);
+  CHECK_EQ_S(e2.source, "src-2");
+  store_release(other, &e2);
+  store_stats st;
+  CHECK_EQ_U(store_get_stats(other, &st), PS_E_OK);
+  CHECK_EQ_U(st.modules, 1);
+  store_close(other);
+  store_close(s);
+  st_free(&orig);
+}
+
 TEST(empty_table_roundtrip) {
   symtab st;
   st_init(&st, NULL);
@@ -923,6 +1004,7 @@ int main(void) {
   make_tmp();
   RUN(roundtrip_same_answers);
   RUN(put_take_pins_the_table);
+  RUN(adopt_then_save);
   RUN(empty_table_roundtrip);
   RUN(same_key_twice_one_copy);
   RUN(hot_set_budget_and_pins);

@@ -68,6 +68,7 @@
 typedef struct hot {
   char *key;
   symtab st;
+  unsigned flags; /* STORE_F_*; fixed once indexed */
   size_t mem;
   int refs;
   bool dead; /* no longer indexed (evicted or replaced); freed at the last release */
@@ -177,6 +178,7 @@ typedef struct {
   char source[256], error[256];
   st_ident ident;
   uint32_t source_link;
+  unsigned flags; /* STORE_F_* (the image_names column) */
 } module_row;
 
 /* Reads the `modules` row of key into *r; true when there is one.  *rc_out
