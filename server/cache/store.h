@@ -20,13 +20,17 @@
  * PRAGMA quick_check at open, or has a newer or foreign schema, is renamed to
  * pdbsym.sqlite.broken-<time>-<pid> with a line on stderr, and a new one made.
  *
- * The cap: the database file stays at or under max_bytes (an ingest evicts
- * least recently used entries first, a few per transaction, and free pages
- * are reused or given back by incremental vacuum).  The WAL next to it is
- * outside the cap: up to one module's size during an ingest, truncated after
- * ingests over 4 MiB, else at most 8 MiB (journal_size_limit).  A module that
- * alone would pass the cap is refused (PS_E_LIMIT).  Lowering the cap takes
- * effect at the next ingest.
+ * The cap: everything on disk counts.  The database's pages in use, its WAL
+ * and -shm files and what lies beside them (outside_bytes: the downloads in
+ * flight) stay at or under max_bytes: an ingest evicts least recently used
+ * entries first, a few per transaction, until the module fits beside all of
+ * that; after it the WAL is checkpointed into the database and truncated,
+ * and free pages left by evictions go back to the file system when the
+ * folder is over the cap.  During an ingest the WAL holds the module being
+ * written: the one module in flight the folder may pass the cap by.  Between
+ * ingests the WAL is checkpointed at 1 MiB (wal_autocheckpoint) and cut back
+ * to 1 MiB (journal_size_limit).  A module that alone would pass the cap is
+ * refused (PS_E_LIMIT).  Lowering the cap takes effect at the next ingest.
  *
  * Negative entries: missing (negative_missing_ttl), malformed
  * (negative_malformed_ttl), fetch error (negative_error_ttl), or a TTL the
@@ -64,6 +68,11 @@ typedef struct {
   int64_t negative_error_ttl;      /* seconds a fetch error is remembered (0: 300) */
   uint32_t max_negative;           /* cap on negative entries (0: 100000) */
   uint32_t negative_memory;        /* negative entries also kept in memory (0: 16384) */
+  /* bytes the cache folder holds beside the database (downloads in flight),
+   * counted against max_bytes; may be NULL.  Called with the write lock held:
+   * must not call into the store. */
+  uint64_t (*outside_bytes)(void *ctx);
+  void *outside_ctx;
 } store_config;
 
 typedef enum { STORE_MISS = 0, STORE_HIT, STORE_NEGATIVE } store_result;

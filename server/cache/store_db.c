@@ -53,8 +53,13 @@ static sqlite3 *conn_open(const char *path, int *rc_out) {
     return NULL;
   }
   sqlite3_busy_timeout(db, STORE_BUSY_MS);
+  /* the WAL is part of the cache's disk use: checkpointed after every ingest
+   * (store_put) and at 1 MiB otherwise, and truncated to 1 MiB at most after
+   * a checkpoint; deleted pages are not zeroed (secure_delete, on in Debian's
+   * SQLite, writes every deleted page again through the WAL) */
   exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;"
-           " PRAGMA journal_size_limit=8388608; PRAGMA cache_size=-8192");
+           " PRAGMA journal_size_limit=" STORE_WAL_LIMIT_S "; PRAGMA wal_autocheckpoint="
+           STORE_WAL_PAGES_S "; PRAGMA secure_delete=OFF; PRAGMA cache_size=-8192");
   *rc_out = SQLITE_OK;
   return db;
 }
@@ -404,11 +409,45 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
 
 /* ---- writing ---------------------------------------------------------------- */
 
-/* Gives free pages back to the file system when the file passes the cap. */
-static void shrink_if_over(store *s, sqlite3 *db) {
+/* Bytes on disk beside the database's pages: its WAL and -shm files, and what
+ * the store's owner says lies beside them (downloads in flight). */
+static uint64_t beside_bytes(const store *s) {
+  char p[4200];
+  snprintf(p, sizeof p, "%s-wal", s->path);
+  uint64_t n = file_size(p);
+  snprintf(p, sizeof p, "%s-shm", s->path);
+  n += file_size(p);
+  if (s->cfg.outside_bytes)
+    n += s->cfg.outside_bytes(s->cfg.outside_ctx);
+  return n;
+}
+
+/* true when `need` more bytes of pages would pass the cap, everything beside
+ * the database counted */
+static bool over_cap(const store *s, sqlite3 *db, uint64_t need) {
+  return used_bytes(db) + need + beside_bytes(s) > s->cfg.max_bytes;
+}
+
+/* Gives the free pages back to the file system.  Incremental vacuum moves
+ * pages from the end of the file into free slots through the WAL, so it goes
+ * STORE_VACUUM_STEP pages at a time, the WAL emptied after each step: the WAL
+ * never holds more than one step of moved pages. */
+static void give_back_pages(sqlite3 *db) {
+  for (int i = 0; i < 1000000 && query_int(db, "PRAGMA freelist_count", 0) > 0; i++) {
+    if (exec(db, "PRAGMA incremental_vacuum(" STORE_VACUUM_STEP_S ")") != SQLITE_OK)
+      break;
+    exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+}
+
+/* After an ingest: the WAL goes into the database and is emptied; then, when
+ * the folder is over the cap (free pages left by evictions), the free pages
+ * go back to the file system. */
+static void settle_files(store *s, sqlite3 *db) {
+  exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
   uint64_t file = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
-  if (file > s->cfg.max_bytes)
-    exec(db, "PRAGMA incremental_vacuum");
+  if (file + beside_bytes(s) > s->cfg.max_bytes)
+    give_back_pages(db);
 }
 
 /* Deletes least recently used entries (never `keep`), negative ones first,
@@ -416,7 +455,7 @@ static void shrink_if_over(store *s, sqlite3 *db) {
  * STORE_EVICT_STEP are gone, in the open transaction; returns how many. */
 static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
   int n = 0;
-  while (n < STORE_EVICT_STEP && used_bytes(db) + need > s->cfg.max_bytes) {
+  while (n < STORE_EVICT_STEP && over_cap(s, db, need)) {
     sqlite3_stmt *q = NULL;
     int64_t id = -1;
     if (sqlite3_prepare_v2(db,
@@ -451,6 +490,15 @@ static int set_flags(sqlite3 *db, const char *key, unsigned flags) {
 
 static ps_err db_fail(sqlite3 *db, ps_diag *diag, const char *what) {
   ps_err e = sqlite3_errcode(db) == SQLITE_BUSY ? PS_E_BUSY : PS_E_DATABASE;
+  if (sqlite3_errcode(db) == SQLITE_FULL) {
+    /* ENOSPC (or a quota): the host's disk, not the cap */
+    log_line l;
+    log_begin(&l, LOG_WARN, "disk full: the cache could not write");
+    log_str(&l, "database", sqlite3_db_filename(db, "main"));
+    log_str(&l, "while", what);
+    log_str(&l, "error", sqlite3_errmsg(db));
+    log_end(&l);
+  }
   ps_diag_set(diag, e, "cache", (size_t)-1, "%s: %s", what, sqlite3_errmsg(db));
   if (!sqlite3_get_autocommit(db))
     exec(db, "ROLLBACK");
@@ -508,7 +556,7 @@ ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *
       result = db_fail(db, diag, "cannot read the module table");
       break;
     }
-    if (used_bytes(db) + need > s->cfg.max_bytes) {
+    if (over_cap(s, db, need)) {
       /* make room: a bounded step per transaction, so readers and other
        * writers get their turn, then try again */
       int n = evict_step(s, db, key, need);
@@ -538,9 +586,7 @@ ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *
   }
   if (result == PS_E_OK) {
     store__neg_drop(s->neg, key);
-    shrink_if_over(s, db);
-    if (data_bytes > ((uint64_t)4 << 20))
-      exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    settle_files(s, db);
   }
   store__conn_put(s, db);
   pthread_mutex_unlock(&s->write_mu);
@@ -634,11 +680,8 @@ ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag)
     goto out;
   }
   uint64_t before = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
-  /* the room is for files beside the database: deleting must not write the
-   * deleted pages again (secure_delete, on in Debian's SQLite, zeroes each
-   * one through the WAL), and the WAL is emptied after each step */
-  int64_t secure = query_int(db, "PRAGMA secure_delete", 0);
-  exec(db, "PRAGMA secure_delete=OFF");
+  /* the room is for files beside the database: the WAL is emptied after each
+   * step (deleted pages are not written again: secure_delete is off) */
   int total = 0;
   for (;;) {
     if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
@@ -652,21 +695,17 @@ ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag)
     }
     total += n;
     /* the pages freed go back to the file system, so the files shrink */
-    if (n) {
-      exec(db, "PRAGMA incremental_vacuum");
-      exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
-    }
+    if (n)
+      give_back_pages(db);
     if (n < STORE_EVICT_STEP)
       break; /* it fits, or nothing is left to evict */
   }
-  exec(db, secure == 1 ? "PRAGMA secure_delete=ON" : secure == 2 ? "PRAGMA secure_delete=FAST"
-                                                                 : "PRAGMA secure_delete=OFF");
   if (result != PS_E_OK)
     goto out;
   uint64_t after = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
   if (freed)
     *freed = before > after ? before - after : 0;
-  if (used_bytes(db) + bytes > s->cfg.max_bytes)
+  if (over_cap(s, db, bytes))
     result = ps_diag_set(diag, PS_E_LIMIT, "cache", (size_t)-1,
                          "cannot make %llu bytes of room under the %llu-byte cap",
                          (unsigned long long)bytes, (unsigned long long)s->cfg.max_bytes);

@@ -14,14 +14,22 @@
  *            (no worker held) until the fetcher's wake puts it back in the
  *            run queue
  *     IMAGE  the same for the PE when the module names one (.NET method names)
- *     INGEST store_put_take (one transaction)
+ *     INGEST store_adopt: the table goes into the hot set and the waiters are
+ *            answered from it; then it joins the persistence queue
  *     done   or a negative entry, whose TTL depends on the failure
  *   Waiters that time out get MOD_PENDING; the job goes on and the retry is
  *   answered from the cache.
+ *   the writer thread (one) takes the persistence queue in order and writes
+ *   each table to SQLite (store_save); a table waiting there is pinned in the
+ *   hot set, so it answers lookups meanwhile.  The queue holds at most
+ *   persist_queue tables and persist_queue_bytes of them (one table larger
+ *   than that alone); a worker with a table for a full queue waits for room,
+ *   at most ENGINE_PERSIST_WAIT_MS, then drops it (answered, in memory only).
  *
  * Locking: e->mu guards the job table, the run queue and job states.  The
  * fetcher's wake callback is called with the fetcher's lock held and takes
- * e->mu, so e->mu is never held while calling into the fetcher.
+ * e->mu, so e->mu is never held while calling into the fetcher.  e->pq_mu
+ * guards the persistence queue; it is never held while taking e->mu.
  */
 #include "engine.h"
 
@@ -46,6 +54,12 @@
 #define ENGINE_CLOSE_GRACE_MS 10000u
 #define ENGINE_WORKER_STOP_MS 5000u
 #define ENGINE_FAILS_MAX 4096 /* modules whose consecutive failures are remembered */
+#define ENGINE_PERSIST_WAIT_MS 30000u  /* a worker waits this long for room in the queue */
+#define ENGINE_PERSIST_GRACE_MS 10000u /* at shutdown, the writer's time to empty it */
+#define ENGINE_DOWNLOAD_ROOM ((uint64_t)1 << 20) /* kept free for downloads as jobs start */
+#define ENGINE_ROOM_TRIES 3 /* evictions for one job's download that did not fit */
+#define ENGINE_DEFAULT_PERSIST_QUEUE 16
+#define ENGINE_DEFAULT_PERSIST_BYTES ((uint64_t)256 << 20)
 
 enum { J_START, J_PDB, J_IMAGE, J_INGEST };
 
@@ -74,7 +88,7 @@ typedef struct job {
   st_format format;
   char source[256];
   char error[256];
-  bool made_room;   /* the cache evicted for this job's download once already */
+  int room_tries;   /* times the cache evicted for this job's download */
   store_entry ent;  /* a table the cache could not keep, pinned for the waiters */
   bool has_ent;
   int refs;         /* waiters + the job itself until done */
@@ -86,6 +100,15 @@ typedef struct {
   store_entry ent;
   job *j;
 } pin;
+
+/* A table answered and waiting to be written to SQLite. */
+typedef struct pitem {
+  struct pitem *next;
+  store_entry ent; /* pinned */
+  uint64_t bytes;  /* st_memory_size */
+  uint64_t queued; /* ms */
+  char key[320];
+} pitem;
 
 /* Consecutive failures of a module, for the negative TTL's backoff. */
 typedef struct {
@@ -115,6 +138,18 @@ struct engine {
   bool stopping;           /* workers exit */
   fail_rec *fails;
   size_t nfails;
+  /* the persistence queue and its writer */
+  pthread_mutex_t pq_mu;
+  pthread_cond_t pq_cv;    /* a table queued, room made, stopping, the writer gone */
+  pitem *pq_head, *pq_tail;
+  size_t pq_n;             /* queued and being written */
+  uint64_t pq_bytes;
+  size_t pq_max;
+  uint64_t pq_max_bytes;
+  pthread_t writer;
+  bool writer_started, writer_alive, pq_stop;
+  uint64_t pq_deadline;    /* after pq_stop: tables not written by then are left */
+  uint64_t pq_saved, pq_failed, pq_dropped;
 };
 
 uint64_t engine_now_ms(void) {
@@ -164,24 +199,59 @@ static uint64_t file_size(const char *path) {
 }
 
 /* Downloads may hold what the cache's cap leaves beside the database, its
- * journals and shared-memory file (at least 1 MiB, so a full cache still lets
- * a small module through to be stored after an eviction).  Refreshed as each
- * job starts and after each ingest. */
-static void refresh_disk_budget(engine *e) {
+ * journals and shared-memory file, and beside the module being written
+ * (writing: its bytes, set by the writer before it stores one); the cache in
+ * turn counts the downloads in flight (their declared lengths) when it makes
+ * room for a module (store_config.outside_bytes).  So the folder as a whole
+ * stays under the cap but for the one module in flight.  Refreshed as each
+ * job starts and around each write.  Returns the budget. */
+static uint64_t refresh_disk_budget_for(engine *e, uint64_t writing) {
   if (!e->fetch)
-    return;
+    return 0;
   char shm[1100];
   snprintf(shm, sizeof shm, "%s-shm", e->db_path);
-  uint64_t used = store_files_bytes(e->cache_dir) + file_size(shm);
+  uint64_t used = store_files_bytes(e->cache_dir) + file_size(shm) + writing;
   uint64_t left = used < e->cache_max ? e->cache_max - used : 0;
-  if (left < ((uint64_t)1 << 20))
-    left = (uint64_t)1 << 20;
-  fetch_set_disk_budget(e->fetch, left);
+  fetch_set_disk_budget(e->fetch, left ? left : 1); /* 0 would mean "no budget" */
+  return left;
+}
+
+static uint64_t refresh_disk_budget(engine *e) { return refresh_disk_budget_for(e, 0); }
+
+/* What the cache counts beside its database: the downloads in flight. */
+static uint64_t downloads_bytes(void *ctx) {
+  engine *e = ctx;
+  return e->fetch ? fetch_tmp_bytes(e->fetch) : 0;
+}
+
+/* As a job starts: when what downloads may still write is under
+ * ENGINE_DOWNLOAD_ROOM (or a quarter of the cap, for small caps), the cache
+ * evicts least recently used modules to make that much room, rather than
+ * letting a download pass the cap. */
+static void ensure_download_room(engine *e) {
+  uint64_t left = refresh_disk_budget(e);
+  uint64_t busy = fetch_tmp_bytes(e->fetch);
+  uint64_t want = ENGINE_DOWNLOAD_ROOM < e->cache_max / 4 ? ENGINE_DOWNLOAD_ROOM : e->cache_max / 4;
+  if (left >= busy + want)
+    return;
+  uint64_t freed = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  store_make_room(e->store, want, &freed, &d);
+  refresh_disk_budget(e);
+  if (freed) {
+    log_line l;
+    log_begin(&l, LOG_DEBUG, "made room for downloads");
+    log_int(&l, "bytes", (long long)want);
+    log_int(&l, "freed", (long long)freed);
+    log_end(&l);
+  }
 }
 
 /* ---- open/close ------------------------------------------------------------ */
 
 static void *worker_main(void *arg);
+static void *writer_main(void *arg);
 
 ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   *out = NULL;
@@ -212,6 +282,11 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
   pthread_cond_init(&e->work_cv, NULL);
+  pthread_mutex_init(&e->pq_mu, NULL);
+  pthread_cond_init(&e->pq_cv, NULL);
+  e->pq_max = cfg->persist_queue > 0 ? (size_t)cfg->persist_queue : ENGINE_DEFAULT_PERSIST_QUEUE;
+  e->pq_max_bytes = cfg->persist_queue_bytes ? cfg->persist_queue_bytes
+                                             : ENGINE_DEFAULT_PERSIST_BYTES;
   e->nhash = 64;
   while (e->nhash < (size_t)e->queue_cap * 2)
     e->nhash *= 2;
@@ -255,11 +330,22 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   sc.negative_missing_ttl = cfg->negative_missing_ttl;
   sc.negative_malformed_ttl = cfg->negative_malformed_ttl;
   sc.negative_error_ttl = e->cfg.negative_error_ttl;
+  sc.negative_memory = cfg->negative_memory;
+  sc.outside_bytes = downloads_bytes;
+  sc.outside_ctx = e;
   ps_err rc = store_open(&sc, &e->store, diag);
   if (rc != PS_E_OK) {
     engine_close(e);
     return rc;
   }
+  e->writer_alive = true;
+  if (pthread_create(&e->writer, NULL, writer_main, e) != 0) {
+    e->writer_alive = false;
+    ps_diag_set(diag, PS_E_NOMEM, "engine", (size_t)-1, "cannot start the cache's writer");
+    engine_close(e);
+    return PS_E_NOMEM;
+  }
+  e->writer_started = true;
   if (!cfg->offline) {
     fetch_config fc;
     memset(&fc, 0, sizeof fc);
@@ -343,6 +429,26 @@ void engine_close(engine *e) {
   for (int i = 0; i < e->nworkers && e->workers; i++)
     if (e->workers[i])
       pthread_join(e->workers[i], NULL);
+  /* the tables answered and not yet written: the writer gets a grace period */
+  if (e->writer_started) {
+    pthread_mutex_lock(&e->pq_mu);
+    e->pq_stop = true;
+    e->pq_deadline = engine_now_ms() + ENGINE_PERSIST_GRACE_MS;
+    pthread_cond_broadcast(&e->pq_cv);
+    uint64_t wuntil = e->pq_deadline + ENGINE_WORKER_STOP_MS;
+    while (e->writer_alive) {
+      uint64_t now = engine_now_ms();
+      if (now >= wuntil)
+        break;
+      struct timespec ts = abs_after(wuntil - now);
+      pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
+    }
+    bool writing = e->writer_alive;
+    pthread_mutex_unlock(&e->pq_mu);
+    if (writing)
+      return; /* still in one SQLite write: leave the store to the process's end */
+    pthread_join(e->writer, NULL);
+  }
   /* no worker runs and none will: end the lookups, then the fetcher */
   for (job *j = e->jobs; j; j = j->next)
     if (j->op) {
@@ -363,6 +469,8 @@ void engine_close(engine *e) {
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->cv);
   pthread_cond_destroy(&e->work_cv);
+  pthread_mutex_destroy(&e->pq_mu);
+  pthread_cond_destroy(&e->pq_cv);
   free(e->hash);
   free(e->fails);
   free(e->workers);
@@ -552,41 +660,169 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
   pthread_mutex_unlock(&e->mu);
 }
 
+/* ---- the persistence queue --------------------------------------------------- */
+
+static void log_not_stored(const char *msg, const char *key, uint64_t bytes, const char *error) {
+  log_line l;
+  log_begin(&l, LOG_WARN, msg);
+  log_str(&l, "key", key);
+  log_int(&l, "bytes", (long long)bytes);
+  log_str(&l, "error", error);
+  log_end(&l);
+}
+
+/* Queues the pinned table *ent for the writer (the pin is the queue's from
+ * now on).  Waits for room at most ENGINE_PERSIST_WAIT_MS; past that (or when
+ * the writer has stopped) the table is dropped: it was answered and stays in
+ * the hot set until evicted, but is not written. */
+static void persist_enqueue(engine *e, store_entry *ent, const char *key) {
+  uint64_t bytes = ent->st ? st_memory_size(ent->st) : 0;
+  pitem *it = calloc(1, sizeof *it);
+  pthread_mutex_lock(&e->pq_mu);
+  uint64_t until = engine_now_ms() + ENGINE_PERSIST_WAIT_MS;
+  bool room = false;
+  while (it && e->writer_alive) {
+    /* one table larger than the byte limit alone still goes through */
+    room = e->pq_n == 0 || (e->pq_n < e->pq_max && e->pq_bytes + bytes <= e->pq_max_bytes);
+    uint64_t now = engine_now_ms();
+    if (room || now >= until)
+      break;
+    struct timespec ts = abs_after(until - now);
+    pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
+  }
+  if (!room || !it) {
+    size_t n = e->pq_n;
+    bool oom = !it;
+    e->pq_dropped++;
+    pthread_mutex_unlock(&e->pq_mu);
+    free(it);
+    store_release(e->store, ent);
+    char why[160];
+    snprintf(why, sizeof why,
+             "the persistence queue stayed full (%zu tables waiting; persist_queue, "
+             "persist_queue_bytes): answered from memory only",
+             n);
+    log_not_stored("module not stored", key, bytes, oom ? "out of memory" : why);
+    return;
+  }
+  it->ent = *ent;
+  it->bytes = bytes;
+  it->queued = engine_now_ms();
+  snprintf(it->key, sizeof it->key, "%s", key);
+  if (e->pq_tail)
+    e->pq_tail->next = it;
+  else
+    e->pq_head = it;
+  e->pq_tail = it;
+  e->pq_n++;
+  e->pq_bytes += bytes;
+  pthread_cond_broadcast(&e->pq_cv);
+  pthread_mutex_unlock(&e->pq_mu);
+}
+
+/* The writer: one SQLite write at a time (the cache serialises them anyway),
+ * in the order the tables were answered. */
+static void *writer_main(void *arg) {
+  engine *e = arg;
+  pthread_mutex_lock(&e->pq_mu);
+  for (;;) {
+    while (!e->pq_head && !e->pq_stop)
+      pthread_cond_wait(&e->pq_cv, &e->pq_mu);
+    if (!e->pq_head || (e->pq_stop && engine_now_ms() >= e->pq_deadline))
+      break;
+    pitem *it = e->pq_head;
+    e->pq_head = it->next;
+    if (!e->pq_head)
+      e->pq_tail = NULL;
+    pthread_mutex_unlock(&e->pq_mu);
+
+    uint64_t t0 = engine_now_ms();
+    log_line l;
+    log_begin(&l, LOG_DEBUG, "storing module");
+    log_str(&l, "key", it->key);
+    log_int(&l, "bytes", (long long)it->bytes);
+    log_num(&l, "queued_s", (double)(t0 - it->queued) / 1000.0);
+    log_end(&l);
+    ps_diag d;
+    ps_diag_clear(&d);
+    refresh_disk_budget_for(e, it->bytes); /* downloads from now on leave it room */
+    ps_err rc = store_save(e->store, &it->ent, &d);
+    store_release(e->store, &it->ent);
+    if (rc != PS_E_OK) {
+      /* answered from memory anyway; the cache could not keep it */
+      char msg[256];
+      log_not_stored("cache did not take module", it->key, it->bytes,
+                     ps_diag_format(&d, msg, sizeof msg));
+    } else {
+      log_begin(&l, LOG_DEBUG, "module stored");
+      log_str(&l, "key", it->key);
+      log_num(&l, "seconds", (double)(engine_now_ms() - t0) / 1000.0);
+      log_end(&l);
+    }
+    refresh_disk_budget(e);
+
+    pthread_mutex_lock(&e->pq_mu);
+    e->pq_n--;
+    e->pq_bytes -= it->bytes;
+    if (rc == PS_E_OK)
+      e->pq_saved++;
+    else
+      e->pq_failed++;
+    pthread_cond_broadcast(&e->pq_cv);
+    free(it);
+  }
+  /* stopping, and the grace is over: what is left is not written */
+  size_t left = 0;
+  while (e->pq_head) {
+    pitem *it = e->pq_head;
+    e->pq_head = it->next;
+    store_release(e->store, &it->ent);
+    e->pq_n--;
+    e->pq_bytes -= it->bytes;
+    free(it);
+    left++;
+  }
+  e->pq_tail = NULL;
+  e->writer_alive = false;
+  pthread_cond_broadcast(&e->pq_cv);
+  pthread_mutex_unlock(&e->pq_mu);
+  if (left) {
+    log_line l;
+    log_begin(&l, LOG_WARN, "shutting down with modules not stored");
+    log_int(&l, "modules", (long long)left);
+    log_end(&l);
+  }
+  return NULL;
+}
+
+/* The parsed table answers the waiting requests first; the SQLite write
+ * comes after, on the writer thread (issue 15). */
 static void job_ingest(engine *e, job *j) {
   char key[320];
   module_cache_key(&j->m, j->format, key, sizeof key);
-  ps_diag sd;
-  ps_diag_clear(&sd);
-  /* the table moves into the hot set; no read-back from SQLite */
-  store_entry ent;
-  memset(&ent, 0, sizeof ent);
-  ps_err prc = store_put_take(e->store, key, j->pdb.st, j->source, &ent, &sd);
+  store_entry ent, q;
+  ps_err rc = store_adopt(e->store, key, j->pdb.st, j->source, 0, &ent);
   free(j->pdb.st);
   j->pdb.st = NULL;
-  if (prc != PS_E_OK && ent.st) {
-    /* answer from the parsed table anyway; the cache could not keep it */
-    char msg[256];
-    log_line l;
-    log_begin(&l, LOG_WARN, "cache did not take module");
-    log_str(&l, "key", key);
-    log_str(&l, "error", ps_diag_format(&sd, msg, sizeof msg));
-    log_end(&l);
-    pthread_mutex_lock(&e->mu);
-    j->ent = ent;
-    j->has_ent = true;
-    pthread_mutex_unlock(&e->mu);
-  } else if (ent.st) {
-    store_release(e->store, &ent);
+  if (rc != PS_E_OK || !ent.st) {
+    job_finish(e, j, MOD_FETCH_ERROR, "out of memory keeping the module");
+    return;
   }
-  refresh_disk_budget(e);
-  job_finish(e, j, MOD_FOUND, NULL);
+  store_pin(e->store, &ent, &q); /* the queue's pin */
+  pthread_mutex_lock(&e->mu);
+  j->ent = ent; /* the waiters' table, released with the job */
+  j->has_ent = true;
+  pthread_mutex_unlock(&e->mu);
+  job_finish(e, j, MOD_FOUND, NULL); /* j may be gone after this */
+  persist_enqueue(e, &q, key);
 }
 
 /* A download did not fit in what the cache's cap leaves: the cache evicts
- * least recently used modules to give it room (and a little more), once per
- * job.  true when the job should look the module up again. */
+ * least recently used modules to give it room (and a little more), at most
+ * ENGINE_ROOM_TRIES times per job (other downloads and writes may take the
+ * room meanwhile).  true when the job should look the module up again. */
 static bool make_room(engine *e, job *j, uint64_t need) {
-  j->made_room = true;
+  j->room_tries++;
   if (need > e->cfg.max_pdb_bytes)
     return false;
   uint64_t want = need + ((uint64_t)1 << 20);
@@ -620,7 +856,7 @@ static void job_step(engine *e, job *j) {
         job_finish(e, j, MOD_MISSING, NULL);
         return;
       }
-      refresh_disk_budget(e);
+      ensure_download_room(e);
       j->pdb = (fetch_identity){.m = &j->m, .fmt = j->m.format, .max_bytes = e->cfg.max_pdb_bytes,
                                 .keep = true};
       j->op = fetch_op_new(e->fetch, &j->m, false, j->m.format, job_wake, j, &d);
@@ -637,7 +873,7 @@ static void job_step(engine *e, job *j) {
       uint64_t need = st == FETCH_ERROR ? fetch_op_room_needed(j->op) : 0;
       fetch_op_free(j->op);
       j->op = NULL;
-      if (need && !j->made_room && make_room(e, j, need)) {
+      if (need && j->room_tries < ENGINE_ROOM_TRIES && make_room(e, j, need)) {
         j->stage = J_START; /* once more, with room */
         break;
       }
@@ -946,4 +1182,31 @@ bool engine_peek(engine *e, const module_id *m, mod_handle *out) {
   return false;
 }
 
-uint64_t engine_cache_bytes(engine *e) { return e ? store_files_bytes(e->cache_dir) : 0; }
+uint64_t engine_cache_bytes(engine *e) {
+  if (!e)
+    return 0;
+  char shm[1100];
+  snprintf(shm, sizeof shm, "%s-shm", e->db_path);
+  return store_files_bytes(e->cache_dir) + file_size(shm) + fetch_tmp_bytes(e->fetch);
+}
+
+void engine_get_stats(engine *e, engine_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!e || !e->store)
+    return;
+  store_counters c;
+  store_get_counters(e->store, &c);
+  out->module_reads = c.module_reads;
+  out->negative_memory = c.neg_memory;
+  out->negative_memory_hits = c.neg_memory_hits;
+  out->hot_modules = c.hot_modules;
+  out->hot_bytes = c.hot_bytes;
+  pthread_mutex_lock(&e->pq_mu);
+  out->persist_queued = e->pq_n;
+  out->persist_queued_bytes = e->pq_bytes;
+  out->persist_saved = e->pq_saved;
+  out->persist_failed = e->pq_failed;
+  out->persist_dropped = e->pq_dropped;
+  pthread_mutex_unlock(&e->pq_mu);
+  out->download_bytes = fetch_tmp_bytes(e->fetch);
+}

@@ -43,6 +43,11 @@ typedef struct {
   int64_t negative_error_ttl;    /* fetch errors, timeouts, identity mismatches: 30, doubled
                                     for each further failure of the module ... */
   int64_t negative_error_max_ttl;/* ... up to this: 3600 */
+  uint32_t negative_memory;      /* negative entries also kept in memory; 0: 16384 */
+  /* the persistence queue: tables answered and waiting to be written to
+   * SQLite by the one writer thread (docs/concurrency.md) */
+  int persist_queue;             /* tables; 0: 16 */
+  uint64_t persist_queue_bytes;  /* their bytes in memory; 0: 256 MiB */
   /* called once per settled download job (not per waiting request), from the
    * job's thread, with the outcome and the job's duration; may be NULL */
   void (*on_download)(int outcome /* mod_status */, double seconds);
@@ -80,9 +85,24 @@ void engine_drain(engine *e);
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
 void engine_release(engine *e, mod_handle *h);
 
-/* Bytes of the cache's database files on disk (store_files_bytes); 0 for
- * e NULL. */
+/* Bytes the cache folder holds on disk: the database, its WAL and -shm
+ * files, and the downloads in flight; 0 for e NULL. */
 uint64_t engine_cache_bytes(engine *e);
+
+/* What the engine and its cache hold and have done, for /metrics. */
+typedef struct {
+  uint64_t module_reads;        /* reads of a module from SQLite (a miss in memory) */
+  uint64_t negative_memory;     /* negative entries in memory */
+  uint64_t negative_memory_hits;/* lookups they answered */
+  uint64_t hot_modules, hot_bytes;
+  uint64_t persist_queued;      /* tables answered, not yet written (the one being written included) */
+  uint64_t persist_queued_bytes;
+  uint64_t persist_saved;       /* tables written */
+  uint64_t persist_failed;      /* tables the cache did not take (cap, disk full...) */
+  uint64_t persist_dropped;     /* tables never queued: the queue stayed full */
+  uint64_t download_bytes;      /* temporary files of downloads in flight */
+} engine_stats;
+void engine_get_stats(engine *e, engine_stats *out);
 
 /* true once the cache is open and its migrations applied */
 bool engine_ready(engine *e);

@@ -912,7 +912,9 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
     return;
   }
   case RT_METRICS: {
-    out->body = mt_render(engine_cache_bytes(a->eng));
+    engine_stats es;
+    engine_get_stats(a->eng, &es);
+    out->body = mt_render(engine_cache_bytes(a->eng), &es);
     if (!out->body) {
       api_error(out, 500, "out of memory", NULL);
       return;

@@ -30,7 +30,8 @@ void mt_download(mod_status outcome, double seconds);
 void mt_download_cb(int outcome, double seconds);
 
 /* The exposition text; cache_bytes is the cache's size on disk
- * (engine_cache_bytes).  Caller frees; NULL when out of memory. */
-char *mt_render(uint64_t cache_bytes);
+ * (engine_cache_bytes), es what the engine and its cache hold (may be NULL).
+ * Caller frees; NULL when out of memory. */
+char *mt_render(uint64_t cache_bytes, const engine_stats *es);
 
 #endif

@@ -62,6 +62,9 @@
 #define STORE_MAX_POOL 8            /* idle connections kept */
 #define STORE_FETCH_ERROR_TTL 300   /* seconds a network failure is remembered */
 #define STORE_NBUCKETS 1024
+#define STORE_WAL_LIMIT_S "1048576" /* journal_size_limit: the WAL after a checkpoint */
+#define STORE_WAL_PAGES_S "256"     /* wal_autocheckpoint (pages of 4 KiB: 1 MiB) */
+#define STORE_VACUUM_STEP_S "64"    /* pages given back per incremental_vacuum step */
 #define STORE_NEG_MEMORY 16384      /* negative entries kept in memory (default) */
 #define STORE_NEG_RECHECK_S 60      /* ... each believed this long before SQLite is read again */
 
