@@ -836,6 +836,8 @@ ps_err sl_from_srcsrv(const char *text, size_t len, ps_budget *budget, char **ou
     }
   }
   jb_raw(&b, "}}", 2);
+  if (jb_reserve(&b, 1))
+    b.p[b.n] = '\0'; /* a C string too (not in *out_len): growth slack is not zeroed */
   free(c);
   ps_budget_release(budget, sizeof *c);
   if (b.err != PS_E_OK) {

@@ -76,7 +76,8 @@ void sl_map_free(sl_map *m, ps_budget *budget);
 bool sl_map_resolve(const sl_map *m, const char *path, char *out, size_t cap);
 
 /* Source Server text -> a Source Link object with one exact rule per source
- * file whose target is an http:// or https:// URL.  *out is malloc'ed (from
+ * file whose target is an http:// or https:// URL, *out_len bytes and a NUL
+ * after them.  *out is malloc'ed (from
  * the budget; the caller frees it and releases *out_cap bytes); *nfiles is
  * the number of rules written.  PS_E_NOT_FOUND when the text has no
  * "SRCSRV: source files" section or no file has a URL target. */

@@ -482,6 +482,8 @@ static long find_func(const symtab *st, uint32_t rva) {
   return -1;
 }
 
+long st_func_index(const symtab *st, uint32_t rva) { return find_func(st, rva); }
+
 /* Shrinks an array to its length (best effort: on failure it stays as is). */
 static void fit(symtab *st, void **arr, size_t *cap, size_t n, size_t elem) {
   if (!*arr || n == 0 || n >= *cap)

@@ -229,6 +229,9 @@ typedef struct {
  * else the nearest at a higher one, else no line; a line of ST_NOSTEP_LINE
  * sets `hidden` and gives no line (see pdb.h). */
 void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out);
+/* The index in funcs of the function st_lookup_rva answers rva from, or -1
+ * when none contains rva (then it falls back to the publics). */
+long st_func_index(const symtab *st, uint32_t rva);
 /* Managed: (MethodDef token, IL offset) -> covering sequence point. */
 void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *out);
 

@@ -34,6 +34,10 @@ int cmd_serve(int argc, char **argv) {
             cfg.log_level);
     return 2;
   }
+  if (!api_check_config(&cfg, err, sizeof err)) {
+    fprintf(stderr, "pdbsym serve: %s\n", err);
+    return 2;
+  }
   if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.download_workers ||
       !cfg.download_queue || !cfg.max_parallel_downloads) {
     fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, download_workers, "

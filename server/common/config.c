@@ -75,6 +75,11 @@ static const cf_setting settings[] = {
     Z(trace_stack_budget, "32M", "bytes of interned stacks a trace job keeps in memory before spilling them to disk"),
     Z(trace_code_budget, "256M", "bytes a trace job may spend on the trace's methods, addresses and frames"),
     S(trace_spill_dir, "", "folder for trace jobs' spill files and answers; empty: $TMPDIR or /tmp"),
+    S(cors_origins, "*", "origins a browser page may call /symbolicate/v5 from: * (any), a comma-separated list (https://profiler.firefox.com), or empty (none)"),
+    U(cors_max_age, "600", "seconds a browser may keep the answer to a CORS preflight"),
+    U(v5_max_frames, "200000", "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),
+    U(v5_max_jobs, "1000", "most jobs in one /symbolicate/v5 request (the Firefox Profiler sends one per library); more get 400"),
+    U(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
     S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])

@@ -64,6 +64,11 @@ typedef struct {
   uint64_t trace_stack_budget; /* bytes of interned stacks per trace job; 0 = default */
   uint64_t trace_code_budget;  /* bytes of code tables per trace job; 0 = default */
   char trace_spill_dir[1024];  /* spill and answer files; "" = $TMPDIR or /tmp */
+  char cors_origins[1024];     /* /symbolicate/v5: origins allowed by CORS ("*", a list, "") */
+  uint64_t cors_max_age;       /* seconds a browser may cache a preflight's answer */
+  uint64_t v5_max_frames;      /* /symbolicate/v5: addresses in one request, all jobs */
+  uint64_t v5_max_jobs;
+  uint64_t v5_timeout;         /* seconds a v5 request waits for its modules */
   char log_level[16];          /* debug, info, warn, error */
   char config_file[1024];      /* the file read, "" if none */
 } srv_config;

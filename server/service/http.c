@@ -124,6 +124,11 @@ static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c,
   MHD_add_response_header(resp, "X-Request-Id", r->request_id);
   if (ar->allow)
     MHD_add_response_header(resp, "Allow", ar->allow);
+  /* CORS on every response of a route browsers call (errors too, so that a
+   * page can read why), then the headers the route asked for */
+  api_cors(srv->a, r->route, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"), ar);
+  for (int i = 0; i < ar->nheaders; i++)
+    MHD_add_response_header(resp, ar->headers[i].name, ar->headers[i].value);
   if (ar->retry_after) {
     char v[24];
     snprintf(v, sizeof v, "%u", ar->retry_after);
@@ -168,6 +173,14 @@ static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, re
   api_match m = api_route(method, url, &r->route, &allow);
   if (m == API_NOT_FOUND)
     return send_error(srv, c, r, 404, "no such route", NULL);
+  if (m == API_PREFLIGHT) {
+    api_response ar;
+    api_preflight(srv->a, r->route, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"),
+                  MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                              "Access-Control-Request-Private-Network"),
+                  &ar);
+    return send_response(srv, c, r, &ar);
+  }
   if (m == API_BAD_METHOD) {
     api_response ar;
     memset(&ar, 0, sizeof ar);

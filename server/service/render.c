@@ -150,6 +150,10 @@ json_t *render_frame_obj(const render_module *rm, const render_frame *f) {
   } else if (f->has_address) {
     json_object_set_new(o, "rva", render_hex(f->rva_or_token, 0));
   }
+  if (f->has_instruction_addr)
+    json_object_set_new(o, "instruction_addr", render_hex(f->instruction_addr, 0));
+  if (f->adjusted)
+    json_object_set_new(o, "adjust_instruction_addr", json_true());
   if (f->answer)
     json_object_set_new(o, "symbols", render_symbols(rm, f->answer));
   if (f->error)
@@ -168,7 +172,8 @@ char *render_frame_json(const render_module *rm, const render_frame *f) {
 json_t *render_answer_obj(const render_module *rm, const st_answer *a, int module,
                           bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
   char msg[96];
-  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL};
+  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL,
+                    false, 0, false};
   if (a->status != ST_OK) {
     if (is_managed)
       snprintf(msg, sizeof msg, "no method 0x%08x in this module", rva_or_token);
@@ -186,7 +191,53 @@ char *render_answer_json(const render_module *rm, const st_answer *a, int module
   return dump(render_answer_obj(rm, a, module, is_managed, rva_or_token, il_offset));
 }
 
-char *render_symtab_json(const symtab *st, const char *file) {
+static json_t *symtab_obj(const symtab *st, const char *file);
+
+char *render_symtab_json(const symtab *st, const char *file) { return dump(symtab_obj(st, file)); }
+
+char *render_pe_json(const pe_info *pe, const char *file, const char *code_file,
+                     const symtab *embedded) {
+  json_t *o = json_object();
+  json_object_set_new(o, "file", render_string(file));
+  json_object_set_new(o, "format", json_string("pe"));
+  json_object_set_new(o, "machine", render_hex(pe->machine, 0));
+  json_object_set_new(o, "managed", json_boolean(pe->is_dotnet));
+  char code_id[24];
+  snprintf(code_id, sizeof code_id, "%08X%x", pe->timestamp, pe->size_of_image);
+  json_object_set_new(o, "code_file", render_string(code_file));
+  json_object_set_new(o, "code_id", json_string(code_id));
+  json_t *cvs = json_array();
+  for (int i = 0; i < pe->ncodeview && i < PE_MAX_CODEVIEW; i++) {
+    const pe_codeview *cv = &pe->codeview[i];
+    json_t *e = json_object();
+    char name[MODULE_NAME_MAX + 1], id[48], hex[33], bp[48];
+    const char *why;
+    if (module_parse_file_name(cv->path, name, sizeof name, &why))
+      json_object_set_new(e, "debug_file", render_string(name));
+    else
+      json_object_set_new(e, "debug_file", json_null());
+    module_debug_id(cv->guid, cv->age, id);
+    module_guid_hex(cv->guid, hex);
+    snprintf(bp, sizeof bp, "%s%X", hex, cv->age);
+    if (cv->portable)
+      id[36] = '\0'; /* a Portable PDB is named by its GUID alone (its age is ignored) */
+    json_object_set_new(e, "debug_id", json_string(id));
+    json_object_set_new(e, "breakpad_id", cv->portable ? json_null() : json_string(bp));
+    json_object_set_new(e, "format", json_string(cv->portable ? "portable" : "windows"));
+    json_object_set_new(e, "pdb_path", render_string(cv->path));
+    if (i == 0) {
+      const char *keys[] = {"debug_file", "debug_id", "breakpad_id"};
+      for (size_t k = 0; k < 3; k++)
+        json_object_set(o, keys[k], json_object_get(e, keys[k]));
+    }
+    json_array_append_new(cvs, e);
+  }
+  json_object_set_new(o, "codeview", cvs);
+  json_object_set_new(o, "embedded_pdb", embedded ? symtab_obj(embedded, file) : json_false());
+  return dump(o);
+}
+
+static json_t *symtab_obj(const symtab *st, const char *file) {
   char id[48];
   uint32_t age = st->ident.format == ST_FORMAT_PORTABLE ? 0 : st->ident.age;
   module_debug_id(st->ident.guid, age, id);
@@ -212,5 +263,5 @@ char *render_symtab_json(const symtab *st, const char *file) {
   json_object_set_new(o, "sequence_points", json_integer((json_int_t)st->nseqpts));
   json_object_set_new(o, "source_link", json_boolean(st->source_link != 0));
   json_object_set_new(o, "memory_bytes", json_integer((json_int_t)st_memory_size(st)));
-  return dump(o);
+  return o;
 }

@@ -26,6 +26,21 @@ def need_binary():
         harness.skip("PDBSYM_BIN not set (run through ctest)")
 
 
+def warmed_cache(*folders):
+    """A new cache folder filled by `pdbsym warm FOLDER...` (offline), for a
+    Server(env={"PDBSYM_CACHE_DIR": it}): the native fixtures' PDBs are
+    answered from it with no symbol server.  The caller removes it."""
+    need_binary()
+    cache = tempfile.mkdtemp(prefix="pdbsym-warm-")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PDBSYM_") or k in ("PDBSYM_BIN",)}
+    e.update({"PDBSYM_CACHE_DIR": cache, "PDBSYM_OFFLINE": "true"})
+    r = subprocess.run([BIN, "warm", "--quiet"] + list(folders), env=e, capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError("pdbsym warm failed: %s" % r.stderr)
+    return cache
+
+
 class Server:
     """`pdbsym serve` on 127.0.0.1:0; the bound port is read from its
     "listening" log line."""

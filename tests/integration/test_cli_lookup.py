@@ -14,7 +14,9 @@ tests/unit/test_cli_lookup.c; this test covers the rest:
   machines, Roslyn's lambda maps), with the image and from a Windows PDB alone;
 - bad addresses: an `invalid` frame each, exit 0;
 - unreadable or unparseable files: one line on stderr, exit 2, nothing on stdout;
-- `dump`: the identity llvm-pdbutil recorded in the native MANIFEST.
+- `dump`: the identity llvm-pdbutil recorded in the native MANIFEST; on a PE
+  image, the code id and each CodeView entry's debug id and PDB name as
+  llvm-readobj-19 reads them.
 """
 import json
 import os
@@ -218,9 +220,52 @@ try:
     rc, out, err = sb.run(["dump", os.path.join(clilib.MANAGED, "embedded-debug", "Demo.dll")])
     srm_pdb = [x for x in map(json.loads, open(os.path.join(clilib.MANAGED, "embedded-debug", "Demo.dll.srm.jsonl")))
                if x["kind"] == "pdb"]
-    c.eq("dump of an embedded Portable PDB", (rc, json.loads(out).get("format") if rc == 0 else None,
-                                              json.loads(out).get("debug_id", "")[:36] if rc == 0 else None),
+    emb = (json.loads(out).get("embedded_pdb") or {}) if rc == 0 else {}
+    c.eq("dump of an embedded Portable PDB", (rc, emb.get("format"), emb.get("debug_id", "")[:36]),
          (0, "portable", srm_pdb[0]["id_guid"] if srm_pdb else "?"))
+
+    # ---- dump of a PE: the ids a request names it by, against llvm-readobj-19
+    readobj = "/usr/lib/llvm-19/bin/llvm-readobj"
+    if not os.path.exists(readobj):
+        c.true("llvm-readobj-19 present (scripts/deps.sh --test installs llvm-19)", False)
+    else:
+        import re
+        import subprocess
+        pes = [os.path.join(clilib.NATIVE, r["exe"]) for r in clilib.manifest()]
+        pes += [os.path.join(clilib.MANAGED, d, "Demo.dll") for d in sorted(os.listdir(clilib.MANAGED))
+                if os.path.exists(os.path.join(clilib.MANAGED, d, "Demo.dll"))]
+        bad = 0
+        for pe in pes:
+            txt = subprocess.run([readobj, "--file-headers", "--coff-debug-directory", pe],
+                                 capture_output=True, text=True).stdout
+            stamp = int(re.search(r"^  TimeDateStamp: .*\(0x([0-9A-Fa-f]+)\)", txt, re.M).group(1), 16)
+            size = int(re.search(r"^  SizeOfImage: (\d+)", txt, re.M).group(1))
+            guid = re.search(r"PDBGUID: \{([0-9A-F-]+)\}", txt).group(1).lower()
+            age = int(re.search(r"PDBAge: (\d+)", txt).group(1))
+            pdb_path = re.search(r"PDBFileName: (.*)", txt).group(1).strip()
+            # a Portable PDB's CodeView entry has MinorVersion "PM" (0x504D)
+            cv_entry = txt[txt.index("Type: CodeView") - 60:txt.index("Type: CodeView")]
+            portable = "MinorVersion: 0x504D" in cv_entry
+            rc, out, err = sb.run(["dump", pe])
+            j = json.loads(out) if rc == 0 else {}
+            cv = (j.get("codeview") or [{}])[0]
+            want_id = guid if portable else "%s-%x" % (guid, age)
+            got = (rc, j.get("format"), j.get("code_file"), j.get("code_id", "").upper(), j.get("debug_file"),
+                   j.get("debug_id"), cv.get("pdb_path"), cv.get("format"))
+            want = (0, "pe", os.path.basename(pe), ("%08X%X" % (stamp, size)),
+                    pdb_path.replace("\\", "/").rsplit("/", 1)[-1], want_id, pdb_path,
+                    "portable" if portable else "windows")
+            if got != want:
+                bad += 1
+                print("  dump %s: got %r, want %r" % (pe, got, want))
+            elif not portable and j.get("breakpad_id") != guid.replace("-", "").upper() + "%X" % age:
+                bad += 1
+                print("  dump %s: breakpad_id %r" % (pe, j.get("breakpad_id")))
+        c.eq("dump: PE images (%d) whose ids differ from llvm-readobj-19's" % len(pes), bad, 0)
+        # symstore's spelling of the code id: {TimeDateStamp:X8}{SizeOfImage:x}
+        rc, out, err = sb.run(["dump", os.path.join(clilib.MANAGED, "windows-debug", "Demo.dll")])
+        c.true("dump: code_id in symstore's casing", rc == 0 and re.fullmatch(r"[0-9A-F]{8}[0-9a-f]+", json.loads(out)["code_id"]),
+               out)
 finally:
     sb.close()
 c.done()

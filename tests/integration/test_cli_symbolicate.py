@@ -91,7 +91,7 @@ try:
 
     # bad requests: exit 2, serve's 400 body on stdout, one line on stderr
     bad = ["{", "[]", '{"modules": 3, "frames": []}',
-           json.dumps({"modules": [{"debug_file": "a.pdb", "debug_id": "xyz"}], "frames": []}),
+           json.dumps({"modules": [{"debug_file": "a.pdb", "debug_id": "xyz"}], "frames": [{"module": 0, "rva": True}]}),
            json.dumps({"modules": modules, "frames": [{"module": 0}]}),
            json.dumps({"modules": [], "frames": [], "timeout": -1})]
     for b in bad:

@@ -1,10 +1,12 @@
 """Executes api.md: every pair of ```http blocks (a request, then the
 response) is sent to a real `pdbsym serve` started with the settings in the
-```ini apidoc-config block, and the answer is compared with the document:
-status, the headers shown, and the JSON body as a pattern (every field shown
-must match, "..." is any value, a string ending in "..." is a prefix).  For a
-text body (/metrics) every series shown must be exposed.  The symbol path is a
-local folder in symstore layout holding the managed fixtures' debug builds
+```ini apidoc-config block, its cache warmed with the native fixtures
+(tests/fixtures/native, so that examples answer real frames), and the answer
+is compared with the document: status, the headers shown, and the JSON body
+as a pattern (every field shown must match, "..." is any value, a string
+ending in "..." is a prefix).  For a text body (/metrics) every series shown
+must be exposed.  The symbol path is a local folder in symstore layout
+holding the managed fixtures' debug builds
 (tests/fixtures/managed/{windows,portable}-debug: Demo.pdb and Demo.dll),
 then an upstream that knows no module."""
 import json
@@ -16,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pdbsym_server import Checks, Server, SlowUpstream  # noqa: E402
+from pdbsym_server import Checks, Server, SlowUpstream, warmed_cache  # noqa: E402
 
 root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 doc = open(os.path.join(root, "api.md"), encoding="utf-8").read()
@@ -94,7 +96,8 @@ def fixture_store():
 
 store = fixture_store()
 up = SlowUpstream(1.0)
-env = up.env()
+cache = warmed_cache(os.path.join(root, "tests", "fixtures", "native"))
+env = dict(up.env(), PDBSYM_CACHE_DIR=cache)
 env["PDBSYM_SYMBOL_PATH"] = store + ";" + env["PDBSYM_SYMBOL_PATH"]
 srv = Server(env=env, config=config)
 try:
@@ -127,4 +130,5 @@ finally:
     srv.close()
     up.close()
     shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
 c.done()
