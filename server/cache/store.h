@@ -102,7 +102,8 @@ void store_release(store *s, store_entry *e);
 ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag);
 /* The same with flags (STORE_F_*).  A complete module already under key is
  * kept, unless the new table has a flag it lacks (names from the image): then
- * the new one replaces it. */
+ * the new one replaces it, on disk and (the old one dropped from the hot set;
+ * pinned copies stay valid) in memory. */
 ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *source,
                        unsigned flags, ps_diag *diag);
 /* store_put, then the table moves into the hot set and comes back pinned in

@@ -586,6 +586,8 @@ ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *
   }
   if (result == PS_E_OK) {
     store__neg_drop(s->neg, key);
+    if (flags)
+      store__hot_drop_lacking(s, key, flags);
     settle_files(s, db);
   }
   store__conn_put(s, db);

@@ -185,6 +185,15 @@ void store__hot_drop(store *s, const char *key) {
   free_list(freed);
 }
 
+void store__hot_drop_lacking(store *s, const char *key, unsigned flags) {
+  pthread_mutex_lock(&s->mu);
+  hot *h = hot_find(s, key);
+  bool lacking = h && !h->loading && (flags & ~h->flags);
+  pthread_mutex_unlock(&s->mu);
+  if (lacking)
+    store__hot_drop(s, key);
+}
+
 store_result store_get(store *s, const char *key, store_entry *out) {
   memset(out, 0, sizeof *out);
   int64_t now = now_s();

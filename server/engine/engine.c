@@ -13,7 +13,18 @@
  *            refused and the next source tried; FETCH_PENDING parks the job
  *            (no worker held) until the fetcher's wake puts it back in the
  *            run queue
- *     IMAGE  the same for the PE when the module names one (.NET method names)
+ *     IMAGE  the same for the PE when the module names one (code_file and
+ *            code_id) and its PDB is managed: the image's method names
+ *            (Namespace.Type.Method) go into the table; an image no source
+ *            has is remembered by a negative entry under its own key
+ *            (module_image_key), so the next request does not look again
+ *     EMBEDDED no source has the PDB and the module names its image: the
+ *            image's embedded Portable PDB answers the module (names from
+ *            the same image)
+ *     NAMES  a names job: the module is cached already, without its image's
+ *            names (asked before by a request without code_file/code_id, or
+ *            before the image was on a server), and a request names the
+ *            image: IMAGE on a copy of the cached table
  *     INGEST store_adopt: the table goes into the hot set and the waiters are
  *            answered from it; then it joins the persistence queue
  *     done   or a negative entry, whose TTL depends on the failure
@@ -45,6 +56,7 @@
 
 #include "fetch.h"
 #include "filemap.h"
+#include "loader.h"
 #include "log.h"
 #include "pe.h"
 #include "store.h"
@@ -61,14 +73,20 @@
 #define ENGINE_DEFAULT_PERSIST_QUEUE 16
 #define ENGINE_DEFAULT_PERSIST_BYTES ((uint64_t)256 << 20)
 
-enum { J_START, J_PDB, J_IMAGE, J_INGEST };
+enum { J_START, J_PDB, J_IMAGE, J_EMBEDDED, J_NAMES, J_INGEST };
 
 /* The image step of a managed module: the image must be the one the module
- * names (fetch_verify_identity), then its method names go into the table
- * the PDB gave. */
+ * names (fetch_verify_identity), then its method names go into st (the
+ * table the PDB gave, or a copy of base made once the image is accepted);
+ * or, with embedded, its embedded Portable PDB is read into a new st. */
 typedef struct {
   fetch_identity id;
-  symtab *st;
+  symtab *st;          /* the table the names go into (malloc'd when made here) */
+  const symtab *base;  /* names job: the cached table, copied into st */
+  bool embedded;       /* read the image's embedded Portable PDB into st */
+  bool named;          /* out: the image's names are in st */
+  bool broken;         /* out: the image is the module's, its metadata or PDB unreadable */
+  char error[256];     /* out, when not named: why */
 } image_ctx;
 
 typedef struct job {
@@ -89,7 +107,12 @@ typedef struct job {
   char source[256];
   char error[256];
   int room_tries;   /* times the cache evicted for this job's download */
-  store_entry ent;  /* a table the cache could not keep, pinned for the waiters */
+  unsigned flags;   /* STORE_F_* of the table to ingest */
+  bool names_job;   /* NAMES: the image's names for a table cached without them */
+  bool embedded_only; /* the PDB is known to be missing: only its image's embedded one */
+  store_entry base; /* names job: the cached table (pinned) */
+  bool has_base;
+  store_entry ent;  /* the table the waiters are answered from, pinned */
   bool has_ent;
   int refs;         /* waiters + the job itself until done */
   struct engine *e;
@@ -381,6 +404,12 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
 static void job_free(engine *e, job *j) {
   if (j->has_ent)
     store_release(e->store, &j->ent);
+  if (j->has_base)
+    store_release(e->store, &j->base);
+  if (j->img.st && j->img.st != j->pdb.st) {
+    st_free(j->img.st);
+    free(j->img.st);
+  }
   if (j->pdb.st) {
     st_free(j->pdb.st);
     free(j->pdb.st);
@@ -492,6 +521,83 @@ void engine_drain(engine *e) {
 
 /* ---- verification ---------------------------------------------------------- */
 
+/* The method names of the image fm into c->st (a copy of c->base first, for
+ * a names job). */
+static void image_names(image_ctx *c, const filemap *fm) {
+  char msg[200];
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (!c->st && c->base) {
+    symtab *copy = calloc(1, sizeof *copy);
+    ps_err rc = copy ? st_copy(c->base, NULL, copy) : PS_E_NOMEM;
+    if (rc != PS_E_OK) {
+      free(copy);
+      snprintf(c->error, sizeof c->error, "cannot copy the cached table: %s", ps_strerror(rc));
+      return;
+    }
+    c->st = copy;
+  }
+  if (!c->st)
+    return;
+  /* a finished table stays finished (pe_method_names finishes it again) */
+  ps_err rc = pe_method_names(fm->data, fm->len, NULL, c->st, &d);
+  if (rc == PS_E_OK && c->st->err == PS_E_OK) {
+    c->named = true;
+  } else {
+    st_finish(c->st); /* sorted again, whatever names were added before the failure */
+    c->broken = true;
+    snprintf(c->error, sizeof c->error, "the image's method names: %s",
+             ps_diag_format(&d, msg, sizeof msg));
+  }
+}
+
+/* The embedded Portable PDB of the image fm, when it names the module's
+ * GUID, into a new c->st (with the image's method names: loader_read). */
+static void image_embedded(image_ctx *c, const filemap *fm) {
+  char msg[200];
+  ps_diag d;
+  ps_diag_clear(&d);
+  pe_info info;
+  if (pe_parse(fm->data, fm->len, &info, &d) != PS_E_OK) {
+    c->broken = true;
+    snprintf(c->error, sizeof c->error, "%s", ps_diag_format(&d, msg, sizeof msg));
+    return;
+  }
+  bool named = false;
+  for (int i = 0; i < info.ncodeview && !named; i++)
+    named = info.codeview[i].portable && !memcmp(info.codeview[i].guid, c->id.m->guid, 16);
+  if (!info.has_embedded_pdb || !named) {
+    snprintf(c->error, sizeof c->error, "its image %.100s has no embedded Portable PDB with this id",
+             c->id.m->code_file);
+    return;
+  }
+  symtab *st = calloc(1, sizeof *st);
+  if (!st) {
+    snprintf(c->error, sizeof c->error, "out of memory");
+    return;
+  }
+  ps_budget budget;
+  ps_budget_init(&budget, PS_DEFAULT_BUDGET);
+  st_init(st, &budget);
+  ps_err rc = loader_read(fm->data, fm->len, NULL, 0, &budget, st, &d);
+  st->budget = NULL;
+  if (rc == PS_E_OK && (st->ident.format != ST_FORMAT_PORTABLE ||
+                        memcmp(st->ident.guid, c->id.m->guid, 16) != 0)) {
+    rc = ps_diag_set(&d, PS_E_MISMATCH, "embedded PDB", (size_t)-1,
+                     "the embedded Portable PDB's id is not the module's");
+  }
+  if (rc != PS_E_OK) {
+    st_free(st);
+    free(st);
+    c->broken = true;
+    snprintf(c->error, sizeof c->error, "its embedded Portable PDB: %s",
+             ps_diag_format(&d, msg, sizeof msg));
+    return;
+  }
+  c->st = st;
+  c->named = true;
+}
+
 static bool verify_image(void *vctx, const fetch_file *file, ps_diag *diag) {
   image_ctx *c = vctx;
   if (!fetch_verify_identity(&c->id, file, diag))
@@ -499,10 +605,12 @@ static bool verify_image(void *vctx, const fetch_file *file, ps_diag *diag) {
   filemap fm;
   if (filemap_open(&fm, file->path, c->id.max_bytes, diag) != PS_E_OK)
     return false;
-  ps_diag d;
-  ps_diag_clear(&d);
-  pe_method_names(fm.data, fm.len, NULL, c->st, &d);
-  st_finish(c->st);
+  c->error[0] = '\0';
+  c->broken = false;
+  if (c->embedded)
+    image_embedded(c, &fm);
+  else if (!c->named)
+    image_names(c, &fm);
   filemap_close(&fm);
   return true;
 }
@@ -631,8 +739,10 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
       error_ttl(e, key, false);
     if (status == MOD_MALFORMED && j->pdb.suspect)
       ttl = e->cfg.negative_suspect_ttl;
-    if (status != MOD_FOUND) {
-      /* missing and clean malformed answers keep the store's TTLs (ttl 0) */
+    if (status != MOD_FOUND && !j->embedded_only) {
+      /* missing and clean malformed answers keep the store's TTLs (ttl 0);
+       * an embedded-only job leaves the PDB's entries as they are (the
+       * image's own say what it found) */
       store_neg_kind kind = status == MOD_MALFORMED ? STORE_NEG_MALFORMED
                             : status == MOD_MISSING ? STORE_NEG_MISSING
                                                     : STORE_NEG_FETCH_ERROR;
@@ -795,13 +905,90 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
+/* ---- the module's image ------------------------------------------------------ */
+
+#define NO_EMBEDDED_SUFFIX "/no-embedded"
+
+/* true when no negative entry for key */
+static bool not_negative(engine *e, const char *key) {
+  store_entry ent;
+  memset(&ent, 0, sizeof ent);
+  store_result r = store_get(e->store, key, &ent);
+  if (r == STORE_HIT)
+    store_release(e->store, &ent); /* no table is stored under an image's key */
+  return r != STORE_NEGATIVE;
+}
+
+/* true when the module names an image (code_file and code_id) that no
+ * negative entry says is missing, unreadable or failing; for_embedded: nor
+ * that it has no embedded Portable PDB for the module (a separate entry: an
+ * image without one still has method names for a Windows PDB). */
+static bool image_worth_a_look(engine *e, const module_id *m, bool for_embedded) {
+  char ik[320];
+  module_image_key(m, ik, sizeof ik);
+  if (!ik[0] || !e->fetch || !not_negative(e, ik))
+    return false;
+  if (!for_embedded)
+    return true;
+  size_t n = strlen(ik);
+  snprintf(ik + n, sizeof ik - n, NO_EMBEDDED_SUFFIX);
+  return not_negative(e, ik);
+}
+
+/* The image gave no names (no source has it, it failed, or it is not
+ * readable): a negative entry under the image's own key, so requests that
+ * name it do not look again before it expires (the TTLs of a module's
+ * negative entries: missing, malformed, or a fetch error's backoff). */
+static void image_unnamed(engine *e, job *j, fetch_status st, const ps_diag *d) {
+  char ik[320], msg[256];
+  module_image_key(&j->m, ik, sizeof ik);
+  if (!ik[0])
+    return;
+  store_neg_kind kind;
+  int64_t ttl = 0;
+  const char *why;
+  if (st == FETCH_FOUND && j->img.embedded && !j->img.broken) {
+    /* the image is there, without the module's embedded PDB */
+    size_t n = strlen(ik);
+    snprintf(ik + n, sizeof ik - n, NO_EMBEDDED_SUFFIX);
+    kind = STORE_NEG_MISSING;
+    why = j->img.error;
+  } else if (st == FETCH_FOUND && j->img.broken) {
+    kind = STORE_NEG_MALFORMED;
+    why = j->img.error;
+  } else if (st == FETCH_ERROR) {
+    kind = STORE_NEG_FETCH_ERROR;
+    ttl = error_ttl(e, ik, true);
+    why = ps_diag_format(d, msg, sizeof msg);
+  } else if (st == FETCH_NOT_FOUND) {
+    kind = STORE_NEG_MISSING;
+    why = "no symbol source has the image";
+  } else {
+    return; /* found, not named for want of memory: nothing to remember */
+  }
+  store_put_negative_ttl(e->store, ik, kind, why, ttl);
+  char code_id[24];
+  snprintf(code_id, sizeof code_id, "%08X%X", (unsigned)j->m.code_timestamp,
+           (unsigned)j->m.code_size);
+  log_line l;
+  log_begin(&l, kind == STORE_NEG_MISSING ? LOG_INFO : LOG_WARN,
+            "no method names from the image: the PDB's names answer");
+  log_str(&l, "debug_file", j->m.debug_file);
+  log_str(&l, "code_file", j->m.code_file);
+  log_str(&l, "code_id", code_id);
+  log_str(&l, "error", why);
+  if (ttl > 0)
+    log_int(&l, "retry_after_s", (long long)ttl);
+  log_end(&l);
+}
+
 /* The parsed table answers the waiting requests first; the SQLite write
  * comes after, on the writer thread (issue 15). */
 static void job_ingest(engine *e, job *j) {
   char key[320];
   module_cache_key(&j->m, j->format, key, sizeof key);
   store_entry ent, q;
-  ps_err rc = store_adopt(e->store, key, j->pdb.st, j->source, 0, &ent);
+  ps_err rc = store_adopt(e->store, key, j->pdb.st, j->source, j->flags, &ent);
   free(j->pdb.st);
   j->pdb.st = NULL;
   if (rc != PS_E_OK || !ent.st) {
@@ -843,6 +1030,34 @@ static bool make_room(engine *e, job *j, uint64_t need) {
   return freed > 0 || rc == PS_E_OK;
 }
 
+/* The image step that reads an embedded Portable PDB; false (diag set) when
+ * the lookup cannot start. */
+static bool embedded_start(engine *e, job *j, ps_diag *d) {
+  j->img = (image_ctx){.id = {.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
+                       .embedded = true};
+  j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, d);
+  if (!j->op)
+    return false;
+  j->stage = J_EMBEDDED;
+  return true;
+}
+
+/* A names job that got no names: its waiters are answered from the cached
+ * table, as they would have been without it. */
+static void names_job_keep(engine *e, job *j) {
+  if (j->img.st) {
+    st_free(j->img.st);
+    free(j->img.st);
+    j->img.st = NULL;
+  }
+  pthread_mutex_lock(&e->mu);
+  j->ent = j->base;
+  j->has_ent = true;
+  j->has_base = false;
+  pthread_mutex_unlock(&e->mu);
+  job_finish(e, j, MOD_FOUND, NULL);
+}
+
 /* Runs j until it waits for the network or is done.  One worker at a time. */
 static void job_step(engine *e, job *j) {
   char msg[256];
@@ -857,6 +1072,13 @@ static void job_step(engine *e, job *j) {
         return;
       }
       ensure_download_room(e);
+      if (j->embedded_only) { /* the PDB is known to be missing: its image only */
+        if (!embedded_start(e, j, &d)) {
+          job_finish(e, j, MOD_FETCH_ERROR, ps_diag_format(&d, msg, sizeof msg));
+          return;
+        }
+        break;
+      }
       j->pdb = (fetch_identity){.m = &j->m, .fmt = j->m.format, .max_bytes = e->cfg.max_pdb_bytes,
                                 .keep = true};
       j->op = fetch_op_new(e->fetch, &j->m, false, j->m.format, job_wake, j, &d);
@@ -881,9 +1103,9 @@ static void job_step(engine *e, job *j) {
         unlink(res.path);
         j->format = res.format;
         snprintf(j->source, sizeof j->source, "%.*s", (int)sizeof j->source - 1, res.source);
-        if (j->m.code_file[0] && j->m.has_code_id && j->pdb.st->ident.managed) {
-          j->img = (image_ctx){{.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
-                               j->pdb.st};
+        if (j->pdb.st->ident.managed && image_worth_a_look(e, &j->m, false)) {
+          j->img = (image_ctx){.id = {.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
+                               .st = j->pdb.st};
           j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, &d);
           j->stage = j->op ? J_IMAGE : J_INGEST;
         } else {
@@ -893,6 +1115,9 @@ static void job_step(engine *e, job *j) {
       }
       if (st == FETCH_FOUND) /* accepted without a table: cannot happen */
         unlink(res.path);
+      if (st == FETCH_NOT_FOUND && !j->pdb.malformed && j->m.format != ST_FORMAT_WINDOWS &&
+          image_worth_a_look(e, &j->m, true) && embedded_start(e, j, &d))
+        break; /* no source has the PDB: it may be embedded in the image */
       if (j->pdb.malformed)
         job_finish(e, j, MOD_MALFORMED, j->pdb.error);
       else if (st == FETCH_ERROR)
@@ -901,6 +1126,16 @@ static void job_step(engine *e, job *j) {
         job_finish(e, j, MOD_MISSING, NULL);
       return;
     }
+    case J_NAMES: /* the image for a table cached without its names */
+      j->img = (image_ctx){.id = {.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
+                           .base = j->base.st};
+      j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, &d);
+      if (!j->op) {
+        names_job_keep(e, j);
+        return;
+      }
+      j->stage = J_IMAGE;
+      break;
     case J_IMAGE: {
       fetch_status st = fetch_op_step(j->op, verify_image, &j->img, &res, &d);
       if (st == FETCH_PENDING)
@@ -909,8 +1144,57 @@ static void job_step(engine *e, job *j) {
       j->op = NULL;
       if (st == FETCH_FOUND)
         unlink(res.path);
+      if (!j->img.named)
+        image_unnamed(e, j, st, &d);
+      else
+        j->flags |= STORE_F_IMAGE_NAMES;
+      if (!j->names_job)
+        j->img.st = NULL; /* it was the PDB's table, j->pdb.st */
+      if (j->names_job) {
+        if (!j->img.named) {
+          names_job_keep(e, j);
+          return;
+        }
+        snprintf(j->source, sizeof j->source, "%.*s", (int)sizeof j->source - 1, res.source);
+        j->pdb.st = j->img.st; /* the named copy */
+        j->img.st = NULL;
+      }
       j->stage = J_INGEST;
       break;
+    }
+    case J_EMBEDDED: {
+      fetch_status st = fetch_op_step(j->op, verify_image, &j->img, &res, &d);
+      if (st == FETCH_PENDING)
+        return;
+      fetch_op_free(j->op);
+      j->op = NULL;
+      if (st == FETCH_FOUND)
+        unlink(res.path);
+      if (st == FETCH_FOUND && j->img.st) {
+        j->pdb.st = j->img.st;
+        j->img.st = NULL;
+        j->format = ST_FORMAT_PORTABLE;
+        j->flags |= STORE_F_IMAGE_NAMES;
+        snprintf(j->source, sizeof j->source, "%.*s", (int)sizeof j->source - 1, res.source);
+        j->stage = J_INGEST;
+        break;
+      }
+      if (j->embedded_only || (st == FETCH_FOUND && !j->img.broken))
+        image_unnamed(e, j, st, &d); /* the PDB's negative entries say the rest */
+      if (st == FETCH_FOUND && j->img.broken) {
+        job_finish(e, j, MOD_MALFORMED, j->img.error);
+      } else if (st == FETCH_ERROR) {
+        char err[256];
+        snprintf(err, sizeof err, "no symbol source has %.100s; its image: %.120s",
+                 j->m.debug_file, ps_diag_format(&d, msg, sizeof msg));
+        job_finish(e, j, MOD_FETCH_ERROR, err);
+      } else {
+        char err[256];
+        snprintf(err, sizeof err, "no symbol source has %.100s%s%.120s", j->m.debug_file,
+                 st == FETCH_FOUND ? ", and " : "", st == FETCH_FOUND ? j->img.error : "");
+        job_finish(e, j, MOD_MISSING, err);
+      }
+      return;
     }
     case J_INGEST:
       job_ingest(e, j);
@@ -993,19 +1277,129 @@ static job *find_job_locked(engine *e, const char *key) {
   return NULL;
 }
 
+/* A new job for key, m, in the run queue (mu held); NULL when out of memory. */
+static job *job_new_locked(engine *e, const char *key, const module_id *m) {
+  job *j = calloc(1, sizeof *j);
+  if (!j)
+    return NULL;
+  snprintf(j->key, sizeof j->key, "%s", key);
+  j->m = *m;
+  j->e = e;
+  j->refs = 1; /* the job's own, until done */
+  j->started = engine_now_ms();
+  j->next = e->jobs;
+  e->jobs = j;
+  size_t h = hash_key(key) & (e->nhash - 1);
+  j->hnext = e->hash[h];
+  e->hash[h] = j;
+  e->njobs++;
+  return j;
+}
+
+/* Waits (mu held, j referenced) until j is done, the deadline passes or the
+ * engine drains. */
+static void job_wait_locked(engine *e, job *j, uint64_t deadline_ms) {
+  while (!j->done && !e->draining) { /* engine_drain wakes us at shutdown */
+    if (deadline_ms == 0) {
+      pthread_cond_wait(&e->cv, &e->mu);
+      continue;
+    }
+    uint64_t now = engine_now_ms();
+    if (now >= deadline_ms)
+      break;
+    struct timespec ts = abs_after(deadline_ms - now);
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+  }
+}
+
+/* true when the cached table in h is a managed one without its image's
+ * names and m names an image worth looking for. */
+static bool wants_names(engine *e, const module_id *m, const mod_handle *h) {
+  const pin *p = h->pin;
+  return e->fetch && p && p->kind == 1 && h->st && h->st->ident.managed &&
+         !(p->ent.flags & STORE_F_IMAGE_NAMES) && image_worth_a_look(e, m, false);
+}
+
+/* The module is cached (pinned in out, kind 1) without its image's names
+ * and m names the image: one names job per module fetches the image and
+ * puts a named copy of the table in the cache (in memory at once, on disk
+ * after: it replaces the nameless one, STORE_F_IMAGE_NAMES).  The request
+ * waits for it until its deadline; when the image is late, missing or not
+ * readable, it is answered from the nameless table, as before.  A full
+ * download queue starts no names job. */
+static void resolve_names(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
+  pin *old = out->pin;
+  char key[320];
+  module_cache_key(m, out->format, key, sizeof key);
+  size_t kl = strlen(key);
+  snprintf(key + kl, sizeof key - kl, "#names");
+  pthread_mutex_lock(&e->mu);
+  job *j = find_job_locked(e, key);
+  if (!j) {
+    if (e->draining || e->njobs >= e->queue_cap || !(j = job_new_locked(e, key, m))) {
+      pthread_mutex_unlock(&e->mu);
+      return;
+    }
+    j->names_job = true;
+    j->stage = J_NAMES;
+    j->format = out->format;
+    snprintf(j->source, sizeof j->source, "%s", out->source);
+    store_pin(e->store, &old->ent, &j->base);
+    j->has_base = j->base.st != NULL;
+    if (!j->has_base) { /* cannot happen: old is pinned */
+      j->done = true;
+      e->njobs--;
+      job_unref_locked(e, j);
+      pthread_mutex_unlock(&e->mu);
+      return;
+    }
+    runq_push_locked(e, j);
+  }
+  j->refs++;
+  job_wait_locked(e, j, deadline_ms);
+  pin *p = j->done && j->status == MOD_FOUND && j->has_ent && j->ent.st != old->ent.st
+               ? calloc(1, sizeof *p)
+               : NULL;
+  if (!p) {
+    out->names_pending = !j->done;
+    job_unref_locked(e, j); /* late, or no names: the nameless table answers */
+    pthread_mutex_unlock(&e->mu);
+    return;
+  }
+  p->kind = 2;
+  p->j = j; /* keeps our reference */
+  out->st = j->ent.st;
+  out->pin = p;
+  out->from_cache = false; /* this request waited for the image */
+  snprintf(out->source, sizeof out->source, "%s", j->source);
+  pthread_mutex_unlock(&e->mu);
+  store_release(e->store, &old->ent);
+  free(old);
+}
+
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
   memset(out, 0, sizeof *out);
   bool all_negative = false;
-  if (try_cache(e, m, out, &all_negative))
+  if (try_cache(e, m, out, &all_negative)) {
+    if (wants_names(e, m, out))
+      resolve_names(e, m, deadline_ms, out);
     return;
-  if (all_negative)
-    return;
+  }
+  /* known to be missing: but a request that names the image may find the
+   * PDB embedded in it (once: the image's negative entries remember) */
+  bool embedded_only = false;
+  if (all_negative) {
+    if (out->status != MOD_MISSING || m->format == ST_FORMAT_WINDOWS ||
+        !image_worth_a_look(e, m, true))
+      return;
+    embedded_only = true;
+  }
   memset(out, 0, sizeof *out);
 
   char key[320];
   module_cache_key(m, m->format, key, sizeof key);
   size_t kl = strlen(key);
-  snprintf(key + kl, sizeof key - kl, "#%d", (int)m->format);
+  snprintf(key + kl, sizeof key - kl, "#%d%s", (int)m->format, embedded_only ? "#embedded" : "");
 
   pthread_mutex_lock(&e->mu);
   job *j;
@@ -1020,24 +1414,14 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
       return;
     }
     if (e->njobs < e->queue_cap) {
-      j = calloc(1, sizeof *j);
+      j = job_new_locked(e, key, m);
       if (!j) {
         pthread_mutex_unlock(&e->mu);
         out->status = MOD_FETCH_ERROR;
         snprintf(out->error, sizeof out->error, "out of memory");
         return;
       }
-      snprintf(j->key, sizeof j->key, "%s", key);
-      j->m = *m;
-      j->e = e;
-      j->refs = 1; /* the job's own, until done */
-      j->started = engine_now_ms();
-      j->next = e->jobs;
-      e->jobs = j;
-      size_t h = hash_key(key) & (e->nhash - 1);
-      j->hnext = e->hash[h];
-      e->hash[h] = j;
-      e->njobs++;
+      j->embedded_only = embedded_only;
       runq_push_locked(e, j);
       break;
     }
@@ -1059,17 +1443,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     }
   }
   j->refs++;
-  while (!j->done && !e->draining) { /* engine_drain wakes us at shutdown */
-    if (deadline_ms == 0) {
-      pthread_cond_wait(&e->cv, &e->mu);
-      continue;
-    }
-    uint64_t now = engine_now_ms();
-    if (now >= deadline_ms)
-      break;
-    struct timespec ts = abs_after(deadline_ms - now);
-    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
-  }
+  job_wait_locked(e, j, deadline_ms);
   if (!j->done) {
     job_unref_locked(e, j);
     pthread_mutex_unlock(&e->mu);
@@ -1126,7 +1500,7 @@ void engine_release(engine *e, mod_handle *h) {
 
 bool engine_ready(engine *e) { return e && e->store != NULL; }
 
-bool engine_cached(engine *e, const module_id *m, st_format fmt) {
+bool engine_cached(engine *e, const module_id *m, st_format fmt, bool image_names) {
   module_id copy = *m;
   copy.format = fmt;
   st_format fmts[2];
@@ -1137,18 +1511,21 @@ bool engine_cached(engine *e, const module_id *m, st_format fmt) {
     store_entry ent;
     memset(&ent, 0, sizeof ent);
     if (store_get(e->store, key, &ent) == STORE_HIT) {
+      bool named = (ent.flags & STORE_F_IMAGE_NAMES) != 0;
       store_release(e->store, &ent);
-      return true;
+      if (named || !image_names)
+        return true;
     }
   }
   return false;
 }
 
 ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
-                     const char *source, ps_diag *diag) {
+                     const char *source, bool image_names, ps_diag *diag) {
   char key[320];
   module_cache_key(m, fmt, key, sizeof key);
-  return store_put(e->store, key, st, source, diag);
+  return store_put_flags(e->store, key, st, source, image_names ? STORE_F_IMAGE_NAMES : 0,
+                         diag);
 }
 
 bool engine_peek(engine *e, const module_id *m, mod_handle *out) {

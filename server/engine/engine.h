@@ -67,6 +67,9 @@ typedef struct {
   const symtab *st;      /* MOD_FOUND: valid until engine_release */
   void *pin;             /* internal */
   bool from_cache;       /* answered without a download */
+  bool names_pending;    /* MOD_FOUND from a managed table cached without its image's
+                            names, whose image is being fetched: resolving again
+                            with a later deadline may give the named table */
   char source[256];      /* URL or path the module came from */
   char error[256];       /* human-readable reason for other statuses */
 } mod_handle;
@@ -108,8 +111,9 @@ void engine_get_stats(engine *e, engine_stats *out);
 bool engine_ready(engine *e);
 
 /* true when the cache already holds m (in format fmt, or either when
- * ST_FORMAT_UNKNOWN). */
-bool engine_cached(engine *e, const module_id *m, st_format fmt);
+ * ST_FORMAT_UNKNOWN); with image_names, only a table that has the method
+ * names of the module's image counts. */
+bool engine_cached(engine *e, const module_id *m, st_format fmt, bool image_names);
 
 /* What the engine knows of m without fetching anything: true with
  * MOD_FOUND (pinned: engine_release it), a remembered negative entry
@@ -118,9 +122,11 @@ bool engine_cached(engine *e, const module_id *m, st_format fmt);
 bool engine_peek(engine *e, const module_id *m, mod_handle *out);
 
 /* Stores a finished table the caller parsed itself (local files, embedded
- * PDBs) under m's key for format fmt.  The caller keeps st. */
+ * PDBs) under m's key for format fmt; image_names: st holds the method names
+ * of the module's PE image (it then replaces a table cached without them).
+ * The caller keeps st. */
 ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
-                     const char *source, ps_diag *diag);
+                     const char *source, bool image_names, ps_diag *diag);
 
 const char *mod_status_name(mod_status s); /* "found", "missing", ... */
 uint64_t engine_now_ms(void);

@@ -855,7 +855,8 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
     mt_cache(mods[i].h.from_cache);
   }
   for (size_t i = 0; i < n; i++) {
-    if (!mods[i].resolved || mods[i].h.status != MOD_PENDING)
+    /* still fetching; or found without the image's names, the image coming */
+    if (!mods[i].resolved || (mods[i].h.status != MOD_PENDING && !mods[i].h.names_pending))
       continue;
     if (engine_now_ms() >= deadline)
       break;

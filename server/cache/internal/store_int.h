@@ -218,6 +218,9 @@ void store__neg_stats(store_neg *n, uint64_t *entries, uint64_t *hits);
 void store__hot_free(hot *h);
 /* Takes key out of the hot set (a pinned copy stays valid until released). */
 void store__hot_drop(store *s, const char *key);
+/* Drops key from the hot set when its table there lacks one of flags (a
+ * table with them was just stored: the next store_get reads that one). */
+void store__hot_drop_lacking(store *s, const char *key, unsigned flags);
 /* Takes every module out of the hot set (pinned copies stay valid). */
 void store__hot_clear(store *s);
 
