@@ -35,7 +35,9 @@
  *   hot set, so it answers lookups meanwhile.  The queue holds at most
  *   persist_queue tables and persist_queue_bytes of them (one table larger
  *   than that alone); a worker with a table for a full queue waits for room,
- *   at most ENGINE_PERSIST_WAIT_MS, then drops it (answered, in memory only).
+ *   at most persist_wait, then drops it (answered, in memory only); at
+ *   shutdown the queue takes the workers' tables without waiting (so at
+ *   most download_workers more), for the writer to drain.
  *
  * Locking: e->mu guards the job table, the run queue and job states.  The
  * fetcher's wake callback is called with the fetcher's lock held and takes
@@ -66,7 +68,6 @@
 #define ENGINE_CLOSE_GRACE_MS 10000u
 #define ENGINE_WORKER_STOP_MS 5000u
 #define ENGINE_FAILS_MAX 4096 /* modules whose consecutive failures are remembered */
-#define ENGINE_PERSIST_WAIT_MS 30000u  /* a worker waits this long for room in the queue */
 #define ENGINE_PERSIST_GRACE_MS 10000u /* at shutdown, the writer's time to empty it */
 #define ENGINE_DOWNLOAD_ROOM ((uint64_t)1 << 20) /* kept free for downloads as jobs start */
 #define ENGINE_ROOM_TRIES 3 /* evictions for one job's download that did not fit */
@@ -171,6 +172,7 @@ struct engine {
   uint64_t pq_max_bytes;
   pthread_t writer;
   bool writer_started, writer_alive, pq_stop;
+  bool pq_closing;         /* engine_close began: workers queue without waiting */
   uint64_t pq_deadline;    /* after pq_stop: tables not written by then are left */
   uint64_t pq_saved, pq_failed, pq_dropped;
 };
@@ -423,6 +425,12 @@ void engine_close(engine *e) {
   /* give running downloads a grace period; a download that outlasts it is
    * abandoned with the process (the cache is crash-safe), rather than letting
    * a slow upstream hold a SIGTERM for minutes */
+  if (e->writer_started) { /* a worker waiting for room in the queue stops waiting */
+    pthread_mutex_lock(&e->pq_mu);
+    e->pq_closing = true;
+    pthread_cond_broadcast(&e->pq_cv);
+    pthread_mutex_unlock(&e->pq_mu);
+  }
   pthread_mutex_lock(&e->mu);
   e->draining = true;
   pthread_cond_broadcast(&e->cv);
@@ -473,9 +481,17 @@ void engine_close(engine *e) {
       pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
     }
     bool writing = e->writer_alive;
+    size_t unwritten = e->pq_n;
     pthread_mutex_unlock(&e->pq_mu);
-    if (writing)
-      return; /* still in one SQLite write: leave the store to the process's end */
+    if (writing) {
+      /* still in one SQLite write: leave the store to the process's end */
+      log_line l;
+      log_begin(&l, LOG_WARN, "shutting down with modules not stored");
+      log_int(&l, "modules", (long long)unwritten);
+      log_str(&l, "error", "the cache's writer is still writing (the database locked or the disk slow)");
+      log_end(&l);
+      return;
+    }
     pthread_join(e->writer, NULL);
   }
   /* no worker runs and none will: end the lookups, then the fetcher */
@@ -782,18 +798,22 @@ static void log_not_stored(const char *msg, const char *key, uint64_t bytes, con
 }
 
 /* Queues the pinned table *ent for the writer (the pin is the queue's from
- * now on).  Waits for room at most ENGINE_PERSIST_WAIT_MS; past that (or when
- * the writer has stopped) the table is dropped: it was answered and stays in
- * the hot set until evicted, but is not written. */
+ * now on).  Waits for room at most persist_wait; past that (or when the
+ * writer has stopped) the table is dropped: it was answered and stays in the
+ * hot set until evicted, but is not written.  Once the engine is closing the
+ * table is queued at once, past the bounds (a worker has one table at a
+ * time: at most download_workers more), so that the writer's grace at
+ * shutdown covers it. */
 static void persist_enqueue(engine *e, store_entry *ent, const char *key) {
   uint64_t bytes = ent->st ? st_memory_size(ent->st) : 0;
   pitem *it = calloc(1, sizeof *it);
   pthread_mutex_lock(&e->pq_mu);
-  uint64_t until = engine_now_ms() + ENGINE_PERSIST_WAIT_MS;
+  uint64_t until = engine_now_ms() + e->cfg.persist_wait_ms;
   bool room = false;
   while (it && e->writer_alive) {
     /* one table larger than the byte limit alone still goes through */
-    room = e->pq_n == 0 || (e->pq_n < e->pq_max && e->pq_bytes + bytes <= e->pq_max_bytes);
+    room = e->pq_n == 0 || e->pq_closing ||
+           (e->pq_n < e->pq_max && e->pq_bytes + bytes <= e->pq_max_bytes);
     uint64_t now = engine_now_ms();
     if (room || now >= until)
       break;
@@ -809,8 +829,8 @@ static void persist_enqueue(engine *e, store_entry *ent, const char *key) {
     store_release(e->store, ent);
     char why[160];
     snprintf(why, sizeof why,
-             "the persistence queue stayed full (%zu tables waiting; persist_queue, "
-             "persist_queue_bytes): answered from memory only",
+             "the persistence queue stayed full for persist_wait (%zu tables waiting; "
+             "persist_queue, persist_queue_bytes): answered from memory only",
              n);
     log_not_stored("module not stored", key, bytes, oom ? "out of memory" : why);
     return;

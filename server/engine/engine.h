@@ -48,6 +48,8 @@ typedef struct {
    * SQLite by the one writer thread (docs/concurrency.md) */
   int persist_queue;             /* tables; 0: 16 */
   uint64_t persist_queue_bytes;  /* their bytes in memory; 0: 256 MiB */
+  uint32_t persist_wait_ms;      /* a worker's wait for room in it (0: none, the table is
+                                    kept in memory only at once) */
   /* called once per settled download job (not per waiting request), from the
    * job's thread, with the outcome and the job's duration; may be NULL */
   void (*on_download)(int outcome /* mod_status */, double seconds);
