@@ -60,15 +60,18 @@ try:
     cache = os.path.join(srv.tmp, "cache")
     wal = os.path.join(cache, "pdbsym.sqlite-wal")
     def parts():
-        out = {}
+        out, seen = {}, set()
         for d, _, files in os.walk(cache):
             for n in files:
                 try:
-                    sz = os.lstat(os.path.join(d, n)).st_size
+                    st = os.lstat(os.path.join(d, n))
                 except OSError:
                     continue
+                if (st.st_dev, st.st_ino) in seen:  # a download's two names, one file
+                    continue
+                seen.add((st.st_dev, st.st_ino))
                 k = "tmp" if os.path.relpath(d, cache).startswith("tmp") else n
-                out[k] = out.get(k, 0) + sz
+                out[k] = out.get(k, 0) + st.st_size
         return out
     brk = Sampler(parts, every=0.01)
     disk = Sampler(lambda: folder_bytes(cache), every=0.05)
