@@ -1352,8 +1352,24 @@ static void resolve_names(engine *e, const module_id *m, uint64_t deadline_ms, m
   char key[320];
   module_cache_key(m, out->format, key, sizeof key);
   size_t kl = strlen(key);
-  snprintf(key + kl, sizeof key - kl, "#names");
   pthread_mutex_lock(&e->mu);
+  /* a names job that finished since the cache answered us has put the named
+   * table in the cache before it was marked done: with e->mu held, no job
+   * running means the cache has it (or no job ran) */
+  store_entry named;
+  memset(&named, 0, sizeof named);
+  if (store_get(e->store, key, &named) == STORE_HIT) {
+    if (named.flags & STORE_F_IMAGE_NAMES) {
+      pthread_mutex_unlock(&e->mu);
+      store_release(e->store, &old->ent);
+      old->ent = named;
+      out->st = named.st;
+      snprintf(out->source, sizeof out->source, "%s", named.source);
+      return;
+    }
+    store_release(e->store, &named);
+  }
+  snprintf(key + kl, sizeof key - kl, "#names");
   job *j = find_job_locked(e, key);
   if (!j) {
     if (e->draining || e->njobs >= e->queue_cap || !(j = job_new_locked(e, key, m))) {
