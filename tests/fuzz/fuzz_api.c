@@ -80,6 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     json_decref(j);
     free(r.body);
+    rm_release(r.charged);
   }
   return 0;
 }
