@@ -448,6 +448,68 @@ bool st_source_link(const symtab *st, const char *path, char *out, size_t cap) {
   return st && st->slmap && sl_map_resolve(st->slmap, path, out, cap);
 }
 
+/* Copies n elements of size elem into a new array charged to budget. */
+static bool copy_array(ps_budget *budget, void **dst, size_t *dn, size_t *dcap, const void *src,
+                       size_t n, size_t elem, ps_err *err) {
+  *dst = NULL;
+  *dn = *dcap = 0;
+  if (!n)
+    return true;
+  void *p = ps_alloc_array(budget, n, elem, err);
+  if (!p)
+    return false;
+  memcpy(p, src, n * elem); /* n * elem checked by ps_alloc_array */
+  *dst = p;
+  *dn = *dcap = n;
+  return true;
+}
+
+ps_err st_copy(const symtab *src, ps_budget *budget, symtab *out) {
+  memset(out, 0, sizeof *out);
+  out->budget = budget;
+  if (!src->finished || src->err != PS_E_OK)
+    return PS_E_INVALID;
+  ps_err e = PS_E_OK;
+  bool ok =
+      copy_array(budget, (void **)&out->strs, &out->strs_len, &out->strs_cap, src->strs,
+                 src->strs_len, 1, &e) &&
+      copy_array(budget, (void **)&out->funcs, &out->nfuncs, &out->cfuncs, src->funcs,
+                 src->nfuncs, sizeof *src->funcs, &e) &&
+      copy_array(budget, (void **)&out->lines, &out->nlines, &out->clines, src->lines,
+                 src->nlines, sizeof *src->lines, &e) &&
+      copy_array(budget, (void **)&out->inlines, &out->ninlines, &out->cinlines, src->inlines,
+                 src->ninlines, sizeof *src->inlines, &e) &&
+      copy_array(budget, (void **)&out->iranges, &out->niranges, &out->ciranges, src->iranges,
+                 src->niranges, sizeof *src->iranges, &e) &&
+      copy_array(budget, (void **)&out->publics, &out->npublics, &out->cpublics, src->publics,
+                 src->npublics, sizeof *src->publics, &e) &&
+      copy_array(budget, (void **)&out->methods, &out->nmethods, &out->cmethods, src->methods,
+                 src->nmethods, sizeof *src->methods, &e) &&
+      copy_array(budget, (void **)&out->seqpts, &out->nseqpts, &out->cseqpts, src->seqpts,
+                 src->nseqpts, sizeof *src->seqpts, &e);
+  if (!ok) {
+    out->budget = NULL; /* what was charged goes with the caller's budget */
+    st_free(out);
+    return e != PS_E_OK ? e : PS_E_NOMEM;
+  }
+  out->ident = src->ident;
+  out->source_link = src->source_link;
+  /* the string pool comes without its dedup table: strings added to the copy
+   * are deduplicated among themselves only */
+  if (!out->strs_len) {
+    st_str(out, "", 0);
+    if (out->err != PS_E_OK) {
+      e = out->err;
+      out->budget = NULL;
+      st_free(out);
+      return e;
+    }
+  }
+  st_build_index(out);
+  out->finished = true;
+  return PS_E_OK;
+}
+
 ps_err st_build_index(symtab *st) {
   free(st->line_idx);
   free(st->func_idx);

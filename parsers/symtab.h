@@ -190,6 +190,14 @@ ps_err st_build_index(symtab *st);
  * false when the module has no map or no rule covers the path. */
 bool st_source_link(const symtab *st, const char *path, char *out, size_t cap);
 
+/* A copy of the finished table src into out (st_init'ed here with budget,
+ * which may be NULL): the same rows, strings and Source Link, its indexes
+ * rebuilt, finished.  For adding to a table others are reading (the cache's
+ * tables are shared): st_str and pe_method_names then work on the copy.
+ * PS_E_INVALID when src is not finished; PS_E_NOMEM or the budget's error
+ * with out freed.  The caller st_free's out. */
+ps_err st_copy(const symtab *src, ps_budget *budget, symtab *out);
+
 /* Bytes the table occupies in memory (for cache budgets). */
 size_t st_memory_size(const symtab *st);
 

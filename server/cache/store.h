@@ -20,18 +20,26 @@
  * PRAGMA quick_check at open, or has a newer or foreign schema, is renamed to
  * pdbsym.sqlite.broken-<time>-<pid> with a line on stderr, and a new one made.
  *
- * The cap: the database file stays at or under max_bytes (an ingest evicts
- * least recently used entries first, a few per transaction, and free pages
- * are reused or given back by incremental vacuum).  The WAL next to it is
- * outside the cap: up to one module's size during an ingest, truncated after
- * ingests over 4 MiB, else at most 8 MiB (journal_size_limit).  A module that
- * alone would pass the cap is refused (PS_E_LIMIT).  Lowering the cap takes
- * effect at the next ingest.
+ * The cap: everything on disk counts.  The database's pages in use, its WAL
+ * and -shm files and what lies beside them (outside_bytes: the downloads in
+ * flight) stay at or under max_bytes: an ingest evicts least recently used
+ * entries first, a few per transaction, until the module fits beside all of
+ * that; after it the WAL is checkpointed into the database and truncated,
+ * and free pages left by evictions go back to the file system when the
+ * folder is over the cap.  During an ingest the WAL holds the module being
+ * written: the one module in flight the folder may pass the cap by.  Between
+ * ingests the WAL is checkpointed at 1 MiB (wal_autocheckpoint) and cut back
+ * to 1 MiB (journal_size_limit).  A module that alone would pass the cap is
+ * refused (PS_E_LIMIT).  Lowering the cap takes effect at the next ingest.
  *
  * Negative entries: missing (negative_missing_ttl), malformed
  * (negative_malformed_ttl), fetch error (negative_error_ttl), or a TTL the
  * caller gives (store_put_negative_ttl); a positive entry is never replaced
- * by a negative one.
+ * by a negative one.  They are also kept in memory (at most negative_memory,
+ * least recently used dropped first), so a module known to be missing is
+ * answered without reading SQLite; an entry in memory is believed for at
+ * most a minute before SQLite is read again, since another process (`pdbsym
+ * warm` on the same folder) may have stored the module (store_neg.c).
  *
  * Thread safety: every function may be called from several threads at once.
  * A module missing from memory is read from SQLite once; other threads asking
@@ -59,17 +67,27 @@ typedef struct {
   int64_t negative_malformed_ttl;  /* seconds a "could not read" is remembered (0: 86400) */
   int64_t negative_error_ttl;      /* seconds a fetch error is remembered (0: 300) */
   uint32_t max_negative;           /* cap on negative entries (0: 100000) */
+  uint32_t negative_memory;        /* negative entries also kept in memory (0: 16384) */
+  /* bytes the cache folder holds beside the database (downloads in flight),
+   * counted against max_bytes; may be NULL.  Called with the write lock held:
+   * must not call into the store. */
+  uint64_t (*outside_bytes)(void *ctx);
+  void *outside_ctx;
 } store_config;
 
 typedef enum { STORE_MISS = 0, STORE_HIT, STORE_NEGATIVE } store_result;
+/* What a complete module's table holds besides its PDB's (store_entry.flags). */
+enum { STORE_F_IMAGE_NAMES = 1u /* the method names of its PE image (.NET) */ };
 typedef enum { STORE_NEG_MISSING = 1, STORE_NEG_MALFORMED = 2, STORE_NEG_FETCH_ERROR = 3 } store_neg_kind;
 
 typedef struct {
   const symtab *st;       /* STORE_HIT: finished table, valid until store_release */
   void *pin;              /* internal */
+  unsigned flags;         /* STORE_HIT: STORE_F_* */
   char source[256];       /* where the module came from (URL or path) */
   store_neg_kind neg;     /* STORE_NEGATIVE: why */
   char error[256];        /* STORE_NEGATIVE: the recorded error */
+  int64_t expires_at;     /* STORE_NEGATIVE: when it expires (unix seconds) */
 } store_entry;
 
 ps_err store_open(const store_config *cfg, store **out, ps_diag *diag);
@@ -82,6 +100,12 @@ void store_release(store *s, store_entry *e);
  * two racing puts of one key end as one copy), evicting old modules first if
  * the cap would be passed. */
 ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag);
+/* The same with flags (STORE_F_*).  A complete module already under key is
+ * kept, unless the new table has a flag it lacks (names from the image): then
+ * the new one replaces it, on disk and (the old one dropped from the hot set;
+ * pinned copies stay valid) in memory. */
+ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *source,
+                       unsigned flags, ps_diag *diag);
 /* store_put, then the table moves into the hot set and comes back pinned in
  * *out (so the engine need not read back what it just parsed).  st is taken
  * in every case: its arrays are shrunk to size and owned by the store; the
@@ -90,6 +114,21 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
  * only), unless out->st is NULL (out of memory). */
 ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
                       store_entry *out, ps_diag *diag);
+/* First answer before persistence: puts a finished table into the hot set
+ * without writing it (st taken as by store_put_take) and pins it in *out; a
+ * table under key in memory stays, unless st has a flag it lacks (then st
+ * replaces it; pinned copies stay valid).  The table is in memory only until
+ * store_save writes it; pinned meanwhile (by the caller), it is never evicted
+ * from memory.  PS_E_NOMEM when out->st is NULL. */
+ps_err store_adopt(store *s, const char *key, symtab *st, const char *source, unsigned flags,
+                   store_entry *out);
+/* Writes the table pinned in e (store_adopt's, or store_get's) to SQLite under
+ * its key, its source and flags, as store_put_flags.  Lookups of the table
+ * may run meanwhile. */
+ps_err store_save(store *s, const store_entry *e, ps_diag *diag);
+/* One more pin of e's table in *out (released with store_release). */
+void store_pin(store *s, const store_entry *e, store_entry *out);
+
 ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error);
 /* The same, remembered for ttl seconds (<= 0: the kind's TTL from the config). */
 ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, const char *error,
@@ -126,9 +165,20 @@ typedef struct {
   uint64_t data_bytes;      /* sum of the complete modules' array bytes */
   uint64_t line_rows;       /* sum of line rows + sequence points */
   uint64_t hot_modules, hot_bytes, mem_max_bytes; /* this process's hot set */
+  uint64_t module_reads;    /* this process's reads of a module's row from SQLite */
+  uint64_t neg_memory;      /* negative entries this process keeps in memory */
+  uint64_t neg_memory_hits; /* lookups they answered without SQLite */
   int schema_version;
 } store_stats;
 ps_err store_get_stats(store *s, store_stats *out);
+
+/* This process's counters, read without touching the database (for
+ * /metrics): module reads from SQLite, negative entries in memory and the
+ * lookups they answered, the hot set. */
+typedef struct {
+  uint64_t module_reads, neg_memory, neg_memory_hits, hot_modules, hot_bytes;
+} store_counters;
+void store_get_counters(store *s, store_counters *out);
 
 typedef struct {
   const char *key;

@@ -46,7 +46,19 @@ ps_err store_get_stats(store *s, store_stats *out) {
   out->hot_bytes = s->mem_used;
   out->mem_max_bytes = s->cfg.mem_max_bytes;
   pthread_mutex_unlock(&s->mu);
+  out->module_reads = atomic_load(&s->module_reads);
+  store__neg_stats(s->neg, &out->neg_memory, &out->neg_memory_hits);
   return PS_E_OK;
+}
+
+void store_get_counters(store *s, store_counters *out) {
+  memset(out, 0, sizeof *out);
+  out->module_reads = atomic_load(&s->module_reads);
+  store__neg_stats(s->neg, &out->neg_memory, &out->neg_memory_hits);
+  pthread_mutex_lock(&s->mu);
+  out->hot_modules = s->nhot;
+  out->hot_bytes = s->mem_used;
+  pthread_mutex_unlock(&s->mu);
 }
 
 ps_err store_list(store *s, bool (*fn)(void *ctx, const store_module_info *m), void *ctx) {
@@ -97,6 +109,7 @@ ps_err store_list(store *s, bool (*fn)(void *ctx, const store_module_info *m), v
 
 ps_err store_evict(store *s, const char *key) {
   store__hot_drop(s, key);
+  store__neg_drop(s->neg, key);
   pthread_mutex_lock(&s->write_mu);
   sqlite3 *db = store__conn_get(s);
   ps_err result = PS_E_NOT_FOUND;
@@ -124,6 +137,7 @@ ps_err store_clear(store *s, bool negatives_only, uint64_t *removed) {
     *removed = 0;
   if (!negatives_only)
     store__hot_clear(s);
+  store__neg_clear(s->neg);
   pthread_mutex_lock(&s->write_mu);
   sqlite3 *db = store__conn_get(s);
   ps_err result = PS_E_OK;

@@ -123,7 +123,8 @@ static const char *symtab_validate(const symtab *st) {
 static const char *SQL_MODULE =
     "SELECT id, status, format, guid, age, pdb_age, stamp, machine, managed, source_link,"
     " source, error, layout, nstrs_bytes, nfuncs, nlines, ninlines, niranges, npublics,"
-    " nmethods, nseqpts, data_bytes, checksum, expires_at FROM modules WHERE key = ?";
+    " nmethods, nseqpts, data_bytes, checksum, expires_at, image_names FROM modules"
+    " WHERE key = ?";
 
 bool store__read_row(sqlite3 *db, const char *key, module_row *r, int *rc_out) {
   sqlite3_stmt *q = NULL;
@@ -154,6 +155,7 @@ bool store__read_row(sqlite3 *db, const char *key, module_row *r, int *rc_out) {
     r->data_bytes = sqlite3_column_int64(q, 21);
     r->checksum = (uint32_t)sqlite3_column_int64(q, 22);
     r->expires_at = sqlite3_column_int64(q, 23);
+    r->flags = sqlite3_column_int(q, 24) ? STORE_F_IMAGE_NAMES : 0u;
     rc = SQLITE_OK;
   } else if (rc == SQLITE_DONE) {
     rc = SQLITE_OK;

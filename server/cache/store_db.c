@@ -53,8 +53,13 @@ static sqlite3 *conn_open(const char *path, int *rc_out) {
     return NULL;
   }
   sqlite3_busy_timeout(db, STORE_BUSY_MS);
+  /* the WAL is part of the cache's disk use: checkpointed after every ingest
+   * (store_put) and at 1 MiB otherwise, and truncated to 1 MiB at most after
+   * a checkpoint; deleted pages are not zeroed (secure_delete, on in Debian's
+   * SQLite, writes every deleted page again through the WAL) */
   exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;"
-           " PRAGMA journal_size_limit=8388608; PRAGMA cache_size=-8192");
+           " PRAGMA journal_size_limit=" STORE_WAL_LIMIT_S "; PRAGMA wal_autocheckpoint="
+           STORE_WAL_PAGES_S "; PRAGMA secure_delete=OFF; PRAGMA cache_size=-8192");
   *rc_out = SQLITE_OK;
   return db;
 }
@@ -256,6 +261,7 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
   pthread_cond_init(&s->cv, NULL);
   pthread_mutex_init(&s->pool_mu, NULL);
   pthread_mutex_init(&s->write_mu, NULL);
+  s->neg = store__neg_new(cfg->negative_memory);
 
   ps_err result = PS_E_DATABASE;
   for (int attempt = 0; attempt < 2; attempt++) {
@@ -309,6 +315,7 @@ void store_close(store *s) {
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->pool_mu);
   pthread_mutex_destroy(&s->write_mu);
+  store__neg_free(s->neg);
   free(s->dir);
   free(s->path);
   free(s);
@@ -340,6 +347,7 @@ void store__touch(sqlite3 *db, const char *key, int64_t when) {
  * module is logged and removed. */
 store_result store__load_module(store *s, const char *key, symtab *st, char *source,
                                 size_t source_cap, store_entry *out) {
+  atomic_fetch_add(&s->module_reads, 1);
   sqlite3 *db = store__conn_get(s);
   if (!db)
     return STORE_MISS;
@@ -354,6 +362,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
   if (found && r.status != 0) {
     if (r.expires_at > now) {
       out->neg = (store_neg_kind)r.status;
+      out->expires_at = r.expires_at;
       copy_str(out->error, sizeof out->error, r.error);
       copy_str(out->source, sizeof out->source, r.source);
       result = STORE_NEGATIVE;
@@ -363,6 +372,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
     bad = store__load_arrays(db, &r, st, true, why, sizeof why, &transient);
     if (!bad) {
       result = STORE_HIT;
+      out->flags = r.flags;
       copy_str(source, source_cap, r.source);
     } else if (transient) {
       log_line l;
@@ -399,11 +409,45 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
 
 /* ---- writing ---------------------------------------------------------------- */
 
-/* Gives free pages back to the file system when the file passes the cap. */
-static void shrink_if_over(store *s, sqlite3 *db) {
+/* Bytes on disk beside the database's pages: its WAL and -shm files, and what
+ * the store's owner says lies beside them (downloads in flight). */
+static uint64_t beside_bytes(const store *s) {
+  char p[4200];
+  snprintf(p, sizeof p, "%s-wal", s->path);
+  uint64_t n = file_size(p);
+  snprintf(p, sizeof p, "%s-shm", s->path);
+  n += file_size(p);
+  if (s->cfg.outside_bytes)
+    n += s->cfg.outside_bytes(s->cfg.outside_ctx);
+  return n;
+}
+
+/* true when `need` more bytes of pages would pass the cap, everything beside
+ * the database counted */
+static bool over_cap(const store *s, sqlite3 *db, uint64_t need) {
+  return used_bytes(db) + need + beside_bytes(s) > s->cfg.max_bytes;
+}
+
+/* Gives the free pages back to the file system.  Incremental vacuum moves
+ * pages from the end of the file into free slots through the WAL, so it goes
+ * STORE_VACUUM_STEP pages at a time, the WAL emptied after each step: the WAL
+ * never holds more than one step of moved pages. */
+static void give_back_pages(sqlite3 *db) {
+  for (int i = 0; i < 1000000 && query_int(db, "PRAGMA freelist_count", 0) > 0; i++) {
+    if (exec(db, "PRAGMA incremental_vacuum(" STORE_VACUUM_STEP_S ")") != SQLITE_OK)
+      break;
+    exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+}
+
+/* After an ingest: the WAL goes into the database and is emptied; then, when
+ * the folder is over the cap (free pages left by evictions), the free pages
+ * go back to the file system. */
+static void settle_files(store *s, sqlite3 *db) {
+  exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
   uint64_t file = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
-  if (file > s->cfg.max_bytes)
-    exec(db, "PRAGMA incremental_vacuum");
+  if (file + beside_bytes(s) > s->cfg.max_bytes)
+    give_back_pages(db);
 }
 
 /* Deletes least recently used entries (never `keep`), negative ones first,
@@ -411,7 +455,7 @@ static void shrink_if_over(store *s, sqlite3 *db) {
  * STORE_EVICT_STEP are gone, in the open transaction; returns how many. */
 static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
   int n = 0;
-  while (n < STORE_EVICT_STEP && used_bytes(db) + need > s->cfg.max_bytes) {
+  while (n < STORE_EVICT_STEP && over_cap(s, db, need)) {
     sqlite3_stmt *q = NULL;
     int64_t id = -1;
     if (sqlite3_prepare_v2(db,
@@ -430,8 +474,31 @@ static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
   return n;
 }
 
+/* The row's flag columns (in the caller's transaction). */
+static int set_flags(sqlite3 *db, const char *key, unsigned flags) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(db, "UPDATE modules SET image_names = ? WHERE key = ?", -1, &q,
+                              NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int(q, 1, (flags & STORE_F_IMAGE_NAMES) != 0);
+    sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
 static ps_err db_fail(sqlite3 *db, ps_diag *diag, const char *what) {
   ps_err e = sqlite3_errcode(db) == SQLITE_BUSY ? PS_E_BUSY : PS_E_DATABASE;
+  if (sqlite3_errcode(db) == SQLITE_FULL) {
+    /* ENOSPC (or a quota): the host's disk, not the cap */
+    log_line l;
+    log_begin(&l, LOG_WARN, "disk full: the cache could not write");
+    log_str(&l, "database", sqlite3_db_filename(db, "main"));
+    log_str(&l, "while", what);
+    log_str(&l, "error", sqlite3_errmsg(db));
+    log_end(&l);
+  }
   ps_diag_set(diag, e, "cache", (size_t)-1, "%s: %s", what, sqlite3_errmsg(db));
   if (!sqlite3_get_autocommit(db))
     exec(db, "ROLLBACK");
@@ -439,6 +506,11 @@ static ps_err db_fail(sqlite3 *db, ps_diag *diag, const char *what) {
 }
 
 ps_err store_put(store *s, const char *key, const symtab *st, const char *source, ps_diag *diag) {
+  return store_put_flags(s, key, st, source, 0, diag);
+}
+
+ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *source,
+                       unsigned flags, ps_diag *diag) {
   if (!key || !*key || !st || !st->finished)
     return ps_diag_set(diag, PS_E_INVALID, "cache", (size_t)-1,
                        "store_put needs a key and a finished symtab");
@@ -472,7 +544,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
     module_row r;
     int rc;
     if (store__read_row(db, key, &r, &rc)) {
-      if (r.status == 0 && r.layout == STORE_LAYOUT) {
+      if (r.status == 0 && r.layout == STORE_LAYOUT && !(flags & ~r.flags)) {
         exec(db, "COMMIT"); /* somebody else ingested it first: one copy */
         break;
       }
@@ -484,7 +556,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
       result = db_fail(db, diag, "cannot read the module table");
       break;
     }
-    if (used_bytes(db) + need > s->cfg.max_bytes) {
+    if (over_cap(s, db, need)) {
       /* make room: a bounded step per transaction, so readers and other
        * writers get their turn, then try again */
       int n = evict_step(s, db, key, need);
@@ -501,7 +573,8 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
       }
       continue;
     }
-    if (store__insert_module(db, key, st, source, data_bytes, checksum, now_s()) != SQLITE_OK) {
+    if (store__insert_module(db, key, st, source, data_bytes, checksum, now_s()) != SQLITE_OK ||
+        (flags && set_flags(db, key, flags) != SQLITE_DONE)) {
       result = db_fail(db, diag, "cannot store the module");
       break;
     }
@@ -512,9 +585,10 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
     done = true;
   }
   if (result == PS_E_OK) {
-    shrink_if_over(s, db);
-    if (data_bytes > ((uint64_t)4 << 20))
-      exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    store__neg_drop(s->neg, key);
+    if (flags)
+      store__hot_drop_lacking(s, key, flags);
+    settle_files(s, db);
   }
   store__conn_put(s, db);
   pthread_mutex_unlock(&s->write_mu);
@@ -563,6 +637,8 @@ ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, co
     result = PS_E_DATABASE;
     goto out;
   }
+  /* 0 changes: a complete module holds the key, and stays */
+  bool wrote = sqlite3_changes(db) > 0;
   /* bounded: expired entries go first, then the oldest beyond the cap */
   q = NULL;
   if (sqlite3_prepare_v2(db, "DELETE FROM modules WHERE status != 0 AND expires_at <= ?", -1, &q,
@@ -586,6 +662,8 @@ ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, co
   if (exec(db, "COMMIT") != SQLITE_OK) {
     exec(db, "ROLLBACK");
     result = PS_E_DATABASE;
+  } else if (wrote) {
+    store__neg_put(s->neg, key, kind, error, now + ttl, now);
   }
 out:
   store__conn_put(s, db);
@@ -604,11 +682,8 @@ ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag)
     goto out;
   }
   uint64_t before = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
-  /* the room is for files beside the database: deleting must not write the
-   * deleted pages again (secure_delete, on in Debian's SQLite, zeroes each
-   * one through the WAL), and the WAL is emptied after each step */
-  int64_t secure = query_int(db, "PRAGMA secure_delete", 0);
-  exec(db, "PRAGMA secure_delete=OFF");
+  /* the room is for files beside the database: the WAL is emptied after each
+   * step (deleted pages are not written again: secure_delete is off) */
   int total = 0;
   for (;;) {
     if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
@@ -622,21 +697,17 @@ ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag)
     }
     total += n;
     /* the pages freed go back to the file system, so the files shrink */
-    if (n) {
-      exec(db, "PRAGMA incremental_vacuum");
-      exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
-    }
+    if (n)
+      give_back_pages(db);
     if (n < STORE_EVICT_STEP)
       break; /* it fits, or nothing is left to evict */
   }
-  exec(db, secure == 1 ? "PRAGMA secure_delete=ON" : secure == 2 ? "PRAGMA secure_delete=FAST"
-                                                                 : "PRAGMA secure_delete=OFF");
   if (result != PS_E_OK)
     goto out;
   uint64_t after = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
   if (freed)
     *freed = before > after ? before - after : 0;
-  if (used_bytes(db) + bytes > s->cfg.max_bytes)
+  if (over_cap(s, db, bytes))
     result = ps_diag_set(diag, PS_E_LIMIT, "cache", (size_t)-1,
                          "cannot make %llu bytes of room under the %llu-byte cap",
                          (unsigned long long)bytes, (unsigned long long)s->cfg.max_bytes);

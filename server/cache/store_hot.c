@@ -96,13 +96,15 @@ static void pin_entry(hot *h, store_entry *out) {
   h->refs++;
   out->st = &h->st;
   out->pin = h;
+  out->flags = h->flags;
   copy_str(out->source, sizeof out->source, h->source);
 }
 
 /* Inserts a loaded table (taken) and pins it; if another thread was faster,
- * pins that one and frees ours. */
+ * pins that one and frees ours, unless ours has a flag it lacks (the image's
+ * names): then ours replaces it (a pinned copy stays valid). */
 static void hot_insert(store *s, const char *key, symtab *st, const char *source,
-                       store_entry *out) {
+                       unsigned flags, store_entry *out) {
   hot *h = calloc(1, sizeof *h);
   char *k = dup_str(key);
   if (!h || !k) {
@@ -110,6 +112,7 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
     free(k);
     if (h) {
       h->st = *st;
+      h->flags = flags;
       h->dead = true;
       h->mem = 0;
       copy_str(h->source, sizeof h->source, source);
@@ -117,6 +120,7 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
       h->refs = 1;
       out->st = &h->st;
       out->pin = h;
+      out->flags = flags;
       copy_str(out->source, sizeof out->source, source);
     } else {
       st_free(st);
@@ -125,6 +129,7 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
   }
   h->key = k;
   h->st = *st;
+  h->flags = flags;
   h->mem = st_memory_size(st);
   h->touched = now_s();
   copy_str(h->source, sizeof h->source, source);
@@ -134,13 +139,22 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
     pthread_cond_wait(&s->cv, &s->mu);
     old = hot_find(s, key);
   }
-  if (old) {
+  hot *replaced = NULL;
+  if (old && !(flags & ~old->flags)) {
     lru_unlink(s, old);
     lru_push_front(s, old);
     pin_entry(old, out);
     pthread_mutex_unlock(&s->mu);
     store__hot_free(h);
     return;
+  }
+  if (old) {
+    hot_unindex(s, old);
+    if (old->refs == 0) {
+      s->mem_used -= old->mem;
+      replaced = old;
+      replaced->hnext = NULL;
+    }
   }
   size_t b = hash_key(key) % STORE_NBUCKETS;
   h->hnext = s->buckets[b];
@@ -152,6 +166,7 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
   hot *freed = hot_trim(s);
   pthread_mutex_unlock(&s->mu);
   free_list(freed);
+  free_list(replaced);
 }
 
 void store__hot_drop(store *s, const char *key) {
@@ -168,6 +183,15 @@ void store__hot_drop(store *s, const char *key) {
   }
   pthread_mutex_unlock(&s->mu);
   free_list(freed);
+}
+
+void store__hot_drop_lacking(store *s, const char *key, unsigned flags) {
+  pthread_mutex_lock(&s->mu);
+  hot *h = hot_find(s, key);
+  bool lacking = h && !h->loading && (flags & ~h->flags);
+  pthread_mutex_unlock(&s->mu);
+  if (lacking)
+    store__hot_drop(s, key);
 }
 
 store_result store_get(store *s, const char *key, store_entry *out) {
@@ -209,6 +233,10 @@ store_result store_get(store *s, const char *key, store_entry *out) {
       h->touched = now;
       need_touch = true;
     }
+  } else if (store__neg_get(s->neg, key, now, out)) {
+    /* known to be missing (or unreadable): answered from memory */
+    pthread_mutex_unlock(&s->mu);
+    return STORE_NEGATIVE;
   } else {
     /* a placeholder others can wait on while this thread reads SQLite */
     loader = calloc(1, sizeof *loader);
@@ -240,9 +268,11 @@ store_result store_get(store *s, const char *key, store_entry *out) {
   symtab st;
   char source[256] = "";
   store_result result = store__load_module(s, key, &st, source, sizeof source, out);
+  if (result == STORE_NEGATIVE)
+    store__neg_put(s->neg, key, out->neg, out->error, out->expires_at, now);
   if (!loader) { /* no memory for a placeholder: the old way */
     if (result == STORE_HIT)
-      hot_insert(s, key, &st, source, out);
+      hot_insert(s, key, &st, source, out->flags, out);
     return result;
   }
   hot *freed = NULL;
@@ -250,6 +280,7 @@ store_result store_get(store *s, const char *key, store_entry *out) {
   loader->loading = false;
   if (result == STORE_HIT) {
     loader->st = st;
+    loader->flags = out->flags;
     loader->mem = st_memory_size(&st);
     s->mem_used += loader->mem;
     copy_str(loader->source, sizeof loader->source, source);
@@ -318,16 +349,47 @@ ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
                       store_entry *out, ps_diag *diag) {
   memset(out, 0, sizeof *out);
   ps_err result = store_put(s, key, st, source, diag);
+  store__neg_drop(s->neg, key); /* kept in memory even when the cache could not take it */
   if (!st->finished || !key) {
     st_free(st);
     return result;
   }
   compact(st);
-  hot_insert(s, key, st, source, out);
+  hot_insert(s, key, st, source, 0, out);
   memset(st, 0, sizeof *st);
   if (!out->st && result == PS_E_OK)
     result = PS_E_NOMEM;
   return result;
+}
+
+ps_err store_adopt(store *s, const char *key, symtab *st, const char *source, unsigned flags,
+                   store_entry *out) {
+  memset(out, 0, sizeof *out);
+  if (!key || !*key || !st->finished) {
+    st_free(st);
+    return PS_E_INVALID;
+  }
+  store__neg_drop(s->neg, key);
+  compact(st);
+  hot_insert(s, key, st, source, flags, out);
+  memset(st, 0, sizeof *st);
+  return out->st ? PS_E_OK : PS_E_NOMEM;
+}
+
+ps_err store_save(store *s, const store_entry *e, ps_diag *diag) {
+  const hot *h = e ? e->pin : NULL;
+  if (!h || !h->key) /* unindexed (no memory for its key): nothing to save it under */
+    return ps_diag_set(diag, PS_E_NOMEM, "cache", (size_t)-1, "out of memory");
+  return store_put_flags(s, h->key, &h->st, h->source, h->flags, diag);
+}
+
+void store_pin(store *s, const store_entry *e, store_entry *out) {
+  memset(out, 0, sizeof *out);
+  if (!e || !e->pin)
+    return;
+  pthread_mutex_lock(&s->mu);
+  pin_entry(e->pin, out);
+  pthread_mutex_unlock(&s->mu);
 }
 
 void store__hot_clear(store *s) {

@@ -485,8 +485,10 @@ static void ingest_file(warm_state *w, const char *path) {
   st_format fmt = st.ident.format;
   m.format = fmt;
   m.age = fmt == ST_FORMAT_PORTABLE ? 0 : st.ident.age;
-  /* a managed PDB: full method names from its image when the walk has it */
-  const char *image = st.ident.managed ? image_for(w, &m, fmt) : NULL;
+  /* a managed PDB: full method names from its image when the walk has it
+   * (an embedded one has them from its own image) */
+  bool named = kind == LOAD_PE && st.ident.managed;
+  const char *image = st.ident.managed && !named ? image_for(w, &m, fmt) : NULL;
   if (image) {
     filemap im;
     ps_diag d2;
@@ -500,6 +502,7 @@ static void ingest_file(warm_state *w, const char *path) {
         st.budget = NULL;
         st_free(&st);
         st = st2;
+        named = true;
       } else {
         st2.budget = NULL;
         st_free(&st2);
@@ -516,9 +519,10 @@ static void ingest_file(warm_state *w, const char *path) {
   pthread_mutex_lock(&w->mu);
   bool twice = !key_add(&w->stored, key);
   pthread_mutex_unlock(&w->mu);
-  if (twice || engine_cached(w->eng, &m, fmt)) {
+  /* a table with the image's names replaces one cached without them */
+  if (twice || engine_cached(w->eng, &m, fmt, named)) {
     report(w, R_CACHED, what, source, len);
-  } else if (engine_ingest(w->eng, &m, fmt, &st, source, &d) != PS_E_OK) {
+  } else if (engine_ingest(w->eng, &m, fmt, &st, source, named, &d) != PS_E_OK) {
     report(w, R_FAILED, what, ps_diag_format(&d, msg, sizeof msg), len);
   } else {
     report(w, R_FOUND, what, source, len);
@@ -532,12 +536,16 @@ static void resolve(warm_state *w, const module_id *m) {
   char id[48], what[400];
   module_debug_id(m->guid, m->age, id);
   snprintf(what, sizeof what, "%s %s", m->debug_file, id);
-  if (engine_cached(w->eng, m, m->format)) {
+  bool cached = engine_cached(w->eng, m, m->format, false);
+  mod_handle h;
+  /* cached: answered at once, but a managed table cached without its
+   * image's names gains them here (the walk's images are on the path) */
+  engine_resolve(w->eng, m, 0, &h);
+  if (cached && h.status == MOD_FOUND && h.from_cache) {
     report(w, R_CACHED, what, "cache", 0);
+    engine_release(w->eng, &h);
     return;
   }
-  mod_handle h;
-  engine_resolve(w->eng, m, 0, &h);
   switch (h.status) {
   case MOD_FOUND: /* not cached a moment ago: fetched now (from_cache may say
                    * otherwise when the engine read the fresh table back) */

@@ -155,6 +155,10 @@ void settings_engine_config_from(const srv_config *c, engine_config *ec) {
   ec->negative_suspect_ttl = (int64_t)c->negative_suspect_ttl;
   ec->negative_error_ttl = (int64_t)c->negative_error_ttl;
   ec->negative_error_max_ttl = (int64_t)c->negative_error_max_ttl;
+  ec->negative_memory = c->negative_memory > UINT32_MAX ? UINT32_MAX : (uint32_t)c->negative_memory;
+  ec->persist_queue = c->persist_queue > 1000000 ? 1000000 : (int)c->persist_queue;
+  ec->persist_queue_bytes = c->persist_queue_bytes;
+  ec->persist_wait_ms = c->persist_wait > 86400 ? 86400000u : (uint32_t)c->persist_wait * 1000u;
 }
 
 void settings_engine_config(const settings *s, engine_config *ec) {

@@ -45,6 +45,10 @@ typedef struct {
   uint64_t negative_suspect_ttl;
   uint64_t negative_error_ttl;
   uint64_t negative_error_max_ttl;
+  uint64_t negative_memory;              /* entries */
+  uint64_t persist_queue;                /* tables */
+  uint64_t persist_queue_bytes;
+  uint64_t persist_wait;                 /* seconds */
   bool offline;
   uint64_t max_body_bytes;
   uint64_t max_frames;

@@ -251,3 +251,17 @@ void module_cache_key(const module_id *m, st_format format, char *out, size_t ca
   lower[i] = '\0';
   snprintf(out, cap, "%s/%s", lower, idx);
 }
+
+void module_image_key(const module_id *m, char *out, size_t cap) {
+  if (!cap)
+    return;
+  out[0] = '\0';
+  if (!m->code_file[0] || !m->has_code_id)
+    return;
+  char lower[MODULE_NAME_MAX + 1];
+  size_t i = 0;
+  for (; m->code_file[i] && i < MODULE_NAME_MAX; i++)
+    lower[i] = (char)tolower((unsigned char)m->code_file[i]);
+  lower[i] = '\0';
+  snprintf(out, cap, "%s/%08X%X", lower, (unsigned)m->code_timestamp, (unsigned)m->code_size);
+}

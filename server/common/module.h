@@ -78,4 +78,11 @@ void module_index_key(const module_id *m, st_format format, char out[42]);
 /* Cache key: "<debug_file lowercase>/<index key>"; out must hold 300 bytes. */
 void module_cache_key(const module_id *m, st_format format, char *out, size_t cap);
 
+/* Cache key of a module's PE image (for negative entries: an image no source
+ * has): "<code_file lowercase>/<TIMESTAMP as 8 hex digits><SizeOfImage in
+ * hex>", upper case; "" when m has no code_file or code id.  It cannot meet
+ * a PDB's key (module_cache_key: an index key of 33 hex digits or more).  out
+ * must hold 300 bytes. */
+void module_image_key(const module_id *m, char *out, size_t cap);
+
 #endif

@@ -13,15 +13,36 @@
  *            refused and the next source tried; FETCH_PENDING parks the job
  *            (no worker held) until the fetcher's wake puts it back in the
  *            run queue
- *     IMAGE  the same for the PE when the module names one (.NET method names)
- *     INGEST store_put_take (one transaction)
+ *     IMAGE  the same for the PE when the module names one (code_file and
+ *            code_id) and its PDB is managed: the image's method names
+ *            (Namespace.Type.Method) go into the table; an image no source
+ *            has is remembered by a negative entry under its own key
+ *            (module_image_key), so the next request does not look again
+ *     EMBEDDED no source has the PDB and the module names its image: the
+ *            image's embedded Portable PDB answers the module (names from
+ *            the same image)
+ *     NAMES  a names job: the module is cached already, without its image's
+ *            names (asked before by a request without code_file/code_id, or
+ *            before the image was on a server), and a request names the
+ *            image: IMAGE on a copy of the cached table
+ *     INGEST store_adopt: the table goes into the hot set and the waiters are
+ *            answered from it; then it joins the persistence queue
  *     done   or a negative entry, whose TTL depends on the failure
  *   Waiters that time out get MOD_PENDING; the job goes on and the retry is
  *   answered from the cache.
+ *   the writer thread (one) takes the persistence queue in order and writes
+ *   each table to SQLite (store_save); a table waiting there is pinned in the
+ *   hot set, so it answers lookups meanwhile.  The queue holds at most
+ *   persist_queue tables and persist_queue_bytes of them (one table larger
+ *   than that alone); a worker with a table for a full queue waits for room,
+ *   at most persist_wait, then drops it (answered, in memory only); at
+ *   shutdown the queue takes the workers' tables without waiting (so at
+ *   most download_workers more), for the writer to drain.
  *
  * Locking: e->mu guards the job table, the run queue and job states.  The
  * fetcher's wake callback is called with the fetcher's lock held and takes
- * e->mu, so e->mu is never held while calling into the fetcher.
+ * e->mu, so e->mu is never held while calling into the fetcher.  e->pq_mu
+ * guards the persistence queue; it is never held while taking e->mu.
  */
 #include "engine.h"
 
@@ -37,6 +58,7 @@
 
 #include "fetch.h"
 #include "filemap.h"
+#include "loader.h"
 #include "log.h"
 #include "pe.h"
 #include "store.h"
@@ -46,15 +68,26 @@
 #define ENGINE_CLOSE_GRACE_MS 10000u
 #define ENGINE_WORKER_STOP_MS 5000u
 #define ENGINE_FAILS_MAX 4096 /* modules whose consecutive failures are remembered */
+#define ENGINE_PERSIST_GRACE_MS 10000u /* at shutdown, the writer's time to empty it */
+#define ENGINE_DOWNLOAD_ROOM ((uint64_t)1 << 20) /* kept free for downloads as jobs start */
+#define ENGINE_ROOM_TRIES 3 /* evictions for one job's download that did not fit */
+#define ENGINE_DEFAULT_PERSIST_QUEUE 16
+#define ENGINE_DEFAULT_PERSIST_BYTES ((uint64_t)256 << 20)
 
-enum { J_START, J_PDB, J_IMAGE, J_INGEST };
+enum { J_START, J_PDB, J_IMAGE, J_EMBEDDED, J_NAMES, J_INGEST };
 
 /* The image step of a managed module: the image must be the one the module
- * names (fetch_verify_identity), then its method names go into the table
- * the PDB gave. */
+ * names (fetch_verify_identity), then its method names go into st (the
+ * table the PDB gave, or a copy of base made once the image is accepted);
+ * or, with embedded, its embedded Portable PDB is read into a new st. */
 typedef struct {
   fetch_identity id;
-  symtab *st;
+  symtab *st;          /* the table the names go into (malloc'd when made here) */
+  const symtab *base;  /* names job: the cached table, copied into st */
+  bool embedded;       /* read the image's embedded Portable PDB into st */
+  bool named;          /* out: the image's names are in st */
+  bool broken;         /* out: the image is the module's, its metadata or PDB unreadable */
+  char error[256];     /* out, when not named: why */
 } image_ctx;
 
 typedef struct job {
@@ -74,8 +107,13 @@ typedef struct job {
   st_format format;
   char source[256];
   char error[256];
-  bool made_room;   /* the cache evicted for this job's download once already */
-  store_entry ent;  /* a table the cache could not keep, pinned for the waiters */
+  int room_tries;   /* times the cache evicted for this job's download */
+  unsigned flags;   /* STORE_F_* of the table to ingest */
+  bool names_job;   /* NAMES: the image's names for a table cached without them */
+  bool embedded_only; /* the PDB is known to be missing: only its image's embedded one */
+  store_entry base; /* names job: the cached table (pinned) */
+  bool has_base;
+  store_entry ent;  /* the table the waiters are answered from, pinned */
   bool has_ent;
   int refs;         /* waiters + the job itself until done */
   struct engine *e;
@@ -86,6 +124,15 @@ typedef struct {
   store_entry ent;
   job *j;
 } pin;
+
+/* A table answered and waiting to be written to SQLite. */
+typedef struct pitem {
+  struct pitem *next;
+  store_entry ent; /* pinned */
+  uint64_t bytes;  /* st_memory_size */
+  uint64_t queued; /* ms */
+  char key[320];
+} pitem;
 
 /* Consecutive failures of a module, for the negative TTL's backoff. */
 typedef struct {
@@ -115,6 +162,19 @@ struct engine {
   bool stopping;           /* workers exit */
   fail_rec *fails;
   size_t nfails;
+  /* the persistence queue and its writer */
+  pthread_mutex_t pq_mu;
+  pthread_cond_t pq_cv;    /* a table queued, room made, stopping, the writer gone */
+  pitem *pq_head, *pq_tail;
+  size_t pq_n;             /* queued and being written */
+  uint64_t pq_bytes;
+  size_t pq_max;
+  uint64_t pq_max_bytes;
+  pthread_t writer;
+  bool writer_started, writer_alive, pq_stop;
+  bool pq_closing;         /* engine_close began: workers queue without waiting */
+  uint64_t pq_deadline;    /* after pq_stop: tables not written by then are left */
+  uint64_t pq_saved, pq_failed, pq_dropped;
 };
 
 uint64_t engine_now_ms(void) {
@@ -164,24 +224,59 @@ static uint64_t file_size(const char *path) {
 }
 
 /* Downloads may hold what the cache's cap leaves beside the database, its
- * journals and shared-memory file (at least 1 MiB, so a full cache still lets
- * a small module through to be stored after an eviction).  Refreshed as each
- * job starts and after each ingest. */
-static void refresh_disk_budget(engine *e) {
+ * journals and shared-memory file, and beside the module being written
+ * (writing: its bytes, set by the writer before it stores one); the cache in
+ * turn counts the downloads in flight (their declared lengths) when it makes
+ * room for a module (store_config.outside_bytes).  So the folder as a whole
+ * stays under the cap but for the one module in flight.  Refreshed as each
+ * job starts and around each write.  Returns the budget. */
+static uint64_t refresh_disk_budget_for(engine *e, uint64_t writing) {
   if (!e->fetch)
-    return;
+    return 0;
   char shm[1100];
   snprintf(shm, sizeof shm, "%s-shm", e->db_path);
-  uint64_t used = store_files_bytes(e->cache_dir) + file_size(shm);
+  uint64_t used = store_files_bytes(e->cache_dir) + file_size(shm) + writing;
   uint64_t left = used < e->cache_max ? e->cache_max - used : 0;
-  if (left < ((uint64_t)1 << 20))
-    left = (uint64_t)1 << 20;
-  fetch_set_disk_budget(e->fetch, left);
+  fetch_set_disk_budget(e->fetch, left ? left : 1); /* 0 would mean "no budget" */
+  return left;
+}
+
+static uint64_t refresh_disk_budget(engine *e) { return refresh_disk_budget_for(e, 0); }
+
+/* What the cache counts beside its database: the downloads in flight. */
+static uint64_t downloads_bytes(void *ctx) {
+  engine *e = ctx;
+  return e->fetch ? fetch_tmp_bytes(e->fetch) : 0;
+}
+
+/* As a job starts: when what downloads may still write is under
+ * ENGINE_DOWNLOAD_ROOM (or a quarter of the cap, for small caps), the cache
+ * evicts least recently used modules to make that much room, rather than
+ * letting a download pass the cap. */
+static void ensure_download_room(engine *e) {
+  uint64_t left = refresh_disk_budget(e);
+  uint64_t busy = fetch_tmp_bytes(e->fetch);
+  uint64_t want = ENGINE_DOWNLOAD_ROOM < e->cache_max / 4 ? ENGINE_DOWNLOAD_ROOM : e->cache_max / 4;
+  if (left >= busy + want)
+    return;
+  uint64_t freed = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  store_make_room(e->store, want, &freed, &d);
+  refresh_disk_budget(e);
+  if (freed) {
+    log_line l;
+    log_begin(&l, LOG_DEBUG, "made room for downloads");
+    log_int(&l, "bytes", (long long)want);
+    log_int(&l, "freed", (long long)freed);
+    log_end(&l);
+  }
 }
 
 /* ---- open/close ------------------------------------------------------------ */
 
 static void *worker_main(void *arg);
+static void *writer_main(void *arg);
 
 ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   *out = NULL;
@@ -212,6 +307,11 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
   pthread_cond_init(&e->work_cv, NULL);
+  pthread_mutex_init(&e->pq_mu, NULL);
+  pthread_cond_init(&e->pq_cv, NULL);
+  e->pq_max = cfg->persist_queue > 0 ? (size_t)cfg->persist_queue : ENGINE_DEFAULT_PERSIST_QUEUE;
+  e->pq_max_bytes = cfg->persist_queue_bytes ? cfg->persist_queue_bytes
+                                             : ENGINE_DEFAULT_PERSIST_BYTES;
   e->nhash = 64;
   while (e->nhash < (size_t)e->queue_cap * 2)
     e->nhash *= 2;
@@ -255,11 +355,22 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   sc.negative_missing_ttl = cfg->negative_missing_ttl;
   sc.negative_malformed_ttl = cfg->negative_malformed_ttl;
   sc.negative_error_ttl = e->cfg.negative_error_ttl;
+  sc.negative_memory = cfg->negative_memory;
+  sc.outside_bytes = downloads_bytes;
+  sc.outside_ctx = e;
   ps_err rc = store_open(&sc, &e->store, diag);
   if (rc != PS_E_OK) {
     engine_close(e);
     return rc;
   }
+  e->writer_alive = true;
+  if (pthread_create(&e->writer, NULL, writer_main, e) != 0) {
+    e->writer_alive = false;
+    ps_diag_set(diag, PS_E_NOMEM, "engine", (size_t)-1, "cannot start the cache's writer");
+    engine_close(e);
+    return PS_E_NOMEM;
+  }
+  e->writer_started = true;
   if (!cfg->offline) {
     fetch_config fc;
     memset(&fc, 0, sizeof fc);
@@ -295,6 +406,12 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
 static void job_free(engine *e, job *j) {
   if (j->has_ent)
     store_release(e->store, &j->ent);
+  if (j->has_base)
+    store_release(e->store, &j->base);
+  if (j->img.st && j->img.st != j->pdb.st) {
+    st_free(j->img.st);
+    free(j->img.st);
+  }
   if (j->pdb.st) {
     st_free(j->pdb.st);
     free(j->pdb.st);
@@ -308,6 +425,12 @@ void engine_close(engine *e) {
   /* give running downloads a grace period; a download that outlasts it is
    * abandoned with the process (the cache is crash-safe), rather than letting
    * a slow upstream hold a SIGTERM for minutes */
+  if (e->writer_started) { /* a worker waiting for room in the queue stops waiting */
+    pthread_mutex_lock(&e->pq_mu);
+    e->pq_closing = true;
+    pthread_cond_broadcast(&e->pq_cv);
+    pthread_mutex_unlock(&e->pq_mu);
+  }
   pthread_mutex_lock(&e->mu);
   e->draining = true;
   pthread_cond_broadcast(&e->cv);
@@ -343,6 +466,34 @@ void engine_close(engine *e) {
   for (int i = 0; i < e->nworkers && e->workers; i++)
     if (e->workers[i])
       pthread_join(e->workers[i], NULL);
+  /* the tables answered and not yet written: the writer gets a grace period */
+  if (e->writer_started) {
+    pthread_mutex_lock(&e->pq_mu);
+    e->pq_stop = true;
+    e->pq_deadline = engine_now_ms() + ENGINE_PERSIST_GRACE_MS;
+    pthread_cond_broadcast(&e->pq_cv);
+    uint64_t wuntil = e->pq_deadline + ENGINE_WORKER_STOP_MS;
+    while (e->writer_alive) {
+      uint64_t now = engine_now_ms();
+      if (now >= wuntil)
+        break;
+      struct timespec ts = abs_after(wuntil - now);
+      pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
+    }
+    bool writing = e->writer_alive;
+    size_t unwritten = e->pq_n;
+    pthread_mutex_unlock(&e->pq_mu);
+    if (writing) {
+      /* still in one SQLite write: leave the store to the process's end */
+      log_line l;
+      log_begin(&l, LOG_WARN, "shutting down with modules not stored");
+      log_int(&l, "modules", (long long)unwritten);
+      log_str(&l, "error", "the cache's writer is still writing (the database locked or the disk slow)");
+      log_end(&l);
+      return;
+    }
+    pthread_join(e->writer, NULL);
+  }
   /* no worker runs and none will: end the lookups, then the fetcher */
   for (job *j = e->jobs; j; j = j->next)
     if (j->op) {
@@ -363,6 +514,8 @@ void engine_close(engine *e) {
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->cv);
   pthread_cond_destroy(&e->work_cv);
+  pthread_mutex_destroy(&e->pq_mu);
+  pthread_cond_destroy(&e->pq_cv);
   free(e->hash);
   free(e->fails);
   free(e->workers);
@@ -384,6 +537,83 @@ void engine_drain(engine *e) {
 
 /* ---- verification ---------------------------------------------------------- */
 
+/* The method names of the image fm into c->st (a copy of c->base first, for
+ * a names job). */
+static void image_names(image_ctx *c, const filemap *fm) {
+  char msg[200];
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (!c->st && c->base) {
+    symtab *copy = calloc(1, sizeof *copy);
+    ps_err rc = copy ? st_copy(c->base, NULL, copy) : PS_E_NOMEM;
+    if (rc != PS_E_OK) {
+      free(copy);
+      snprintf(c->error, sizeof c->error, "cannot copy the cached table: %s", ps_strerror(rc));
+      return;
+    }
+    c->st = copy;
+  }
+  if (!c->st)
+    return;
+  /* a finished table stays finished (pe_method_names finishes it again) */
+  ps_err rc = pe_method_names(fm->data, fm->len, NULL, c->st, &d);
+  if (rc == PS_E_OK && c->st->err == PS_E_OK) {
+    c->named = true;
+  } else {
+    st_finish(c->st); /* sorted again, whatever names were added before the failure */
+    c->broken = true;
+    snprintf(c->error, sizeof c->error, "the image's method names: %s",
+             ps_diag_format(&d, msg, sizeof msg));
+  }
+}
+
+/* The embedded Portable PDB of the image fm, when it names the module's
+ * GUID, into a new c->st (with the image's method names: loader_read). */
+static void image_embedded(image_ctx *c, const filemap *fm) {
+  char msg[200];
+  ps_diag d;
+  ps_diag_clear(&d);
+  pe_info info;
+  if (pe_parse(fm->data, fm->len, &info, &d) != PS_E_OK) {
+    c->broken = true;
+    snprintf(c->error, sizeof c->error, "%s", ps_diag_format(&d, msg, sizeof msg));
+    return;
+  }
+  bool named = false;
+  for (int i = 0; i < info.ncodeview && !named; i++)
+    named = info.codeview[i].portable && !memcmp(info.codeview[i].guid, c->id.m->guid, 16);
+  if (!info.has_embedded_pdb || !named) {
+    snprintf(c->error, sizeof c->error, "its image %.100s has no embedded Portable PDB with this id",
+             c->id.m->code_file);
+    return;
+  }
+  symtab *st = calloc(1, sizeof *st);
+  if (!st) {
+    snprintf(c->error, sizeof c->error, "out of memory");
+    return;
+  }
+  ps_budget budget;
+  ps_budget_init(&budget, PS_DEFAULT_BUDGET);
+  st_init(st, &budget);
+  ps_err rc = loader_read(fm->data, fm->len, NULL, 0, &budget, st, &d);
+  st->budget = NULL;
+  if (rc == PS_E_OK && (st->ident.format != ST_FORMAT_PORTABLE ||
+                        memcmp(st->ident.guid, c->id.m->guid, 16) != 0)) {
+    rc = ps_diag_set(&d, PS_E_MISMATCH, "embedded PDB", (size_t)-1,
+                     "the embedded Portable PDB's id is not the module's");
+  }
+  if (rc != PS_E_OK) {
+    st_free(st);
+    free(st);
+    c->broken = true;
+    snprintf(c->error, sizeof c->error, "its embedded Portable PDB: %s",
+             ps_diag_format(&d, msg, sizeof msg));
+    return;
+  }
+  c->st = st;
+  c->named = true;
+}
+
 static bool verify_image(void *vctx, const fetch_file *file, ps_diag *diag) {
   image_ctx *c = vctx;
   if (!fetch_verify_identity(&c->id, file, diag))
@@ -391,10 +621,12 @@ static bool verify_image(void *vctx, const fetch_file *file, ps_diag *diag) {
   filemap fm;
   if (filemap_open(&fm, file->path, c->id.max_bytes, diag) != PS_E_OK)
     return false;
-  ps_diag d;
-  ps_diag_clear(&d);
-  pe_method_names(fm.data, fm.len, NULL, c->st, &d);
-  st_finish(c->st);
+  c->error[0] = '\0';
+  c->broken = false;
+  if (c->embedded)
+    image_embedded(c, &fm);
+  else if (!c->named)
+    image_names(c, &fm);
   filemap_close(&fm);
   return true;
 }
@@ -523,8 +755,10 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
       error_ttl(e, key, false);
     if (status == MOD_MALFORMED && j->pdb.suspect)
       ttl = e->cfg.negative_suspect_ttl;
-    if (status != MOD_FOUND) {
-      /* missing and clean malformed answers keep the store's TTLs (ttl 0) */
+    if (status != MOD_FOUND && !j->embedded_only) {
+      /* missing and clean malformed answers keep the store's TTLs (ttl 0);
+       * an embedded-only job leaves the PDB's entries as they are (the
+       * image's own say what it found) */
       store_neg_kind kind = status == MOD_MALFORMED ? STORE_NEG_MALFORMED
                             : status == MOD_MISSING ? STORE_NEG_MISSING
                                                     : STORE_NEG_FETCH_ERROR;
@@ -552,41 +786,250 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
   pthread_mutex_unlock(&e->mu);
 }
 
+/* ---- the persistence queue --------------------------------------------------- */
+
+static void log_not_stored(const char *msg, const char *key, uint64_t bytes, const char *error) {
+  log_line l;
+  log_begin(&l, LOG_WARN, msg);
+  log_str(&l, "key", key);
+  log_int(&l, "bytes", (long long)bytes);
+  log_str(&l, "error", error);
+  log_end(&l);
+}
+
+/* Queues the pinned table *ent for the writer (the pin is the queue's from
+ * now on).  Waits for room at most persist_wait; past that (or when the
+ * writer has stopped) the table is dropped: it was answered and stays in the
+ * hot set until evicted, but is not written.  Once the engine is closing the
+ * table is queued at once, past the bounds (a worker has one table at a
+ * time: at most download_workers more), so that the writer's grace at
+ * shutdown covers it. */
+static void persist_enqueue(engine *e, store_entry *ent, const char *key) {
+  uint64_t bytes = ent->st ? st_memory_size(ent->st) : 0;
+  pitem *it = calloc(1, sizeof *it);
+  pthread_mutex_lock(&e->pq_mu);
+  uint64_t until = engine_now_ms() + e->cfg.persist_wait_ms;
+  bool room = false;
+  while (it && e->writer_alive) {
+    /* one table larger than the byte limit alone still goes through */
+    room = e->pq_n == 0 || e->pq_closing ||
+           (e->pq_n < e->pq_max && e->pq_bytes + bytes <= e->pq_max_bytes);
+    uint64_t now = engine_now_ms();
+    if (room || now >= until)
+      break;
+    struct timespec ts = abs_after(until - now);
+    pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
+  }
+  if (!room || !it) {
+    size_t n = e->pq_n;
+    bool oom = !it;
+    e->pq_dropped++;
+    pthread_mutex_unlock(&e->pq_mu);
+    free(it);
+    store_release(e->store, ent);
+    char why[160];
+    snprintf(why, sizeof why,
+             "the persistence queue stayed full for persist_wait (%zu tables waiting; "
+             "persist_queue, persist_queue_bytes): answered from memory only",
+             n);
+    log_not_stored("module not stored", key, bytes, oom ? "out of memory" : why);
+    return;
+  }
+  it->ent = *ent;
+  it->bytes = bytes;
+  it->queued = engine_now_ms();
+  snprintf(it->key, sizeof it->key, "%s", key);
+  if (e->pq_tail)
+    e->pq_tail->next = it;
+  else
+    e->pq_head = it;
+  e->pq_tail = it;
+  e->pq_n++;
+  e->pq_bytes += bytes;
+  pthread_cond_broadcast(&e->pq_cv);
+  pthread_mutex_unlock(&e->pq_mu);
+}
+
+/* The writer: one SQLite write at a time (the cache serialises them anyway),
+ * in the order the tables were answered. */
+static void *writer_main(void *arg) {
+  engine *e = arg;
+  pthread_mutex_lock(&e->pq_mu);
+  for (;;) {
+    while (!e->pq_head && !e->pq_stop)
+      pthread_cond_wait(&e->pq_cv, &e->pq_mu);
+    if (!e->pq_head || (e->pq_stop && engine_now_ms() >= e->pq_deadline))
+      break;
+    pitem *it = e->pq_head;
+    e->pq_head = it->next;
+    if (!e->pq_head)
+      e->pq_tail = NULL;
+    pthread_mutex_unlock(&e->pq_mu);
+
+    uint64_t t0 = engine_now_ms();
+    log_line l;
+    log_begin(&l, LOG_DEBUG, "storing module");
+    log_str(&l, "key", it->key);
+    log_int(&l, "bytes", (long long)it->bytes);
+    log_num(&l, "queued_s", (double)(t0 - it->queued) / 1000.0);
+    log_end(&l);
+    ps_diag d;
+    ps_diag_clear(&d);
+    refresh_disk_budget_for(e, it->bytes); /* downloads from now on leave it room */
+    ps_err rc = store_save(e->store, &it->ent, &d);
+    store_release(e->store, &it->ent);
+    if (rc != PS_E_OK) {
+      /* answered from memory anyway; the cache could not keep it */
+      char msg[256];
+      log_not_stored("cache did not take module", it->key, it->bytes,
+                     ps_diag_format(&d, msg, sizeof msg));
+    } else {
+      log_begin(&l, LOG_DEBUG, "module stored");
+      log_str(&l, "key", it->key);
+      log_num(&l, "seconds", (double)(engine_now_ms() - t0) / 1000.0);
+      log_end(&l);
+    }
+    refresh_disk_budget(e);
+
+    pthread_mutex_lock(&e->pq_mu);
+    e->pq_n--;
+    e->pq_bytes -= it->bytes;
+    if (rc == PS_E_OK)
+      e->pq_saved++;
+    else
+      e->pq_failed++;
+    pthread_cond_broadcast(&e->pq_cv);
+    free(it);
+  }
+  /* stopping, and the grace is over: what is left is not written */
+  size_t left = 0;
+  while (e->pq_head) {
+    pitem *it = e->pq_head;
+    e->pq_head = it->next;
+    store_release(e->store, &it->ent);
+    e->pq_n--;
+    e->pq_bytes -= it->bytes;
+    free(it);
+    left++;
+  }
+  e->pq_tail = NULL;
+  e->writer_alive = false;
+  pthread_cond_broadcast(&e->pq_cv);
+  pthread_mutex_unlock(&e->pq_mu);
+  if (left) {
+    log_line l;
+    log_begin(&l, LOG_WARN, "shutting down with modules not stored");
+    log_int(&l, "modules", (long long)left);
+    log_end(&l);
+  }
+  return NULL;
+}
+
+/* ---- the module's image ------------------------------------------------------ */
+
+#define NO_EMBEDDED_SUFFIX "/no-embedded"
+
+/* true when no negative entry for key */
+static bool not_negative(engine *e, const char *key) {
+  store_entry ent;
+  memset(&ent, 0, sizeof ent);
+  store_result r = store_get(e->store, key, &ent);
+  if (r == STORE_HIT)
+    store_release(e->store, &ent); /* no table is stored under an image's key */
+  return r != STORE_NEGATIVE;
+}
+
+/* true when the module names an image (code_file and code_id) that no
+ * negative entry says is missing, unreadable or failing; for_embedded: nor
+ * that it has no embedded Portable PDB for the module (a separate entry: an
+ * image without one still has method names for a Windows PDB). */
+static bool image_worth_a_look(engine *e, const module_id *m, bool for_embedded) {
+  char ik[320];
+  module_image_key(m, ik, sizeof ik);
+  if (!ik[0] || !e->fetch || !not_negative(e, ik))
+    return false;
+  if (!for_embedded)
+    return true;
+  size_t n = strlen(ik);
+  snprintf(ik + n, sizeof ik - n, NO_EMBEDDED_SUFFIX);
+  return not_negative(e, ik);
+}
+
+/* The image gave no names (no source has it, it failed, or it is not
+ * readable): a negative entry under the image's own key, so requests that
+ * name it do not look again before it expires (the TTLs of a module's
+ * negative entries: missing, malformed, or a fetch error's backoff). */
+static void image_unnamed(engine *e, job *j, fetch_status st, const ps_diag *d) {
+  char ik[320], msg[256];
+  module_image_key(&j->m, ik, sizeof ik);
+  if (!ik[0])
+    return;
+  store_neg_kind kind;
+  int64_t ttl = 0;
+  const char *why;
+  if (st == FETCH_FOUND && j->img.embedded && !j->img.broken) {
+    /* the image is there, without the module's embedded PDB */
+    size_t n = strlen(ik);
+    snprintf(ik + n, sizeof ik - n, NO_EMBEDDED_SUFFIX);
+    kind = STORE_NEG_MISSING;
+    why = j->img.error;
+  } else if (st == FETCH_FOUND && j->img.broken) {
+    kind = STORE_NEG_MALFORMED;
+    why = j->img.error;
+  } else if (st == FETCH_ERROR) {
+    kind = STORE_NEG_FETCH_ERROR;
+    ttl = error_ttl(e, ik, true);
+    why = ps_diag_format(d, msg, sizeof msg);
+  } else if (st == FETCH_NOT_FOUND) {
+    kind = STORE_NEG_MISSING;
+    why = "no symbol source has the image";
+  } else {
+    return; /* found, not named for want of memory: nothing to remember */
+  }
+  store_put_negative_ttl(e->store, ik, kind, why, ttl);
+  char code_id[24];
+  snprintf(code_id, sizeof code_id, "%08X%X", (unsigned)j->m.code_timestamp,
+           (unsigned)j->m.code_size);
+  log_line l;
+  log_begin(&l, kind == STORE_NEG_MISSING ? LOG_INFO : LOG_WARN,
+            "no method names from the image: the PDB's names answer");
+  log_str(&l, "debug_file", j->m.debug_file);
+  log_str(&l, "code_file", j->m.code_file);
+  log_str(&l, "code_id", code_id);
+  log_str(&l, "error", why);
+  if (ttl > 0)
+    log_int(&l, "retry_after_s", (long long)ttl);
+  log_end(&l);
+}
+
+/* The parsed table answers the waiting requests first; the SQLite write
+ * comes after, on the writer thread (issue 15). */
 static void job_ingest(engine *e, job *j) {
   char key[320];
   module_cache_key(&j->m, j->format, key, sizeof key);
-  ps_diag sd;
-  ps_diag_clear(&sd);
-  /* the table moves into the hot set; no read-back from SQLite */
-  store_entry ent;
-  memset(&ent, 0, sizeof ent);
-  ps_err prc = store_put_take(e->store, key, j->pdb.st, j->source, &ent, &sd);
+  store_entry ent, q;
+  ps_err rc = store_adopt(e->store, key, j->pdb.st, j->source, j->flags, &ent);
   free(j->pdb.st);
   j->pdb.st = NULL;
-  if (prc != PS_E_OK && ent.st) {
-    /* answer from the parsed table anyway; the cache could not keep it */
-    char msg[256];
-    log_line l;
-    log_begin(&l, LOG_WARN, "cache did not take module");
-    log_str(&l, "key", key);
-    log_str(&l, "error", ps_diag_format(&sd, msg, sizeof msg));
-    log_end(&l);
-    pthread_mutex_lock(&e->mu);
-    j->ent = ent;
-    j->has_ent = true;
-    pthread_mutex_unlock(&e->mu);
-  } else if (ent.st) {
-    store_release(e->store, &ent);
+  if (rc != PS_E_OK || !ent.st) {
+    job_finish(e, j, MOD_FETCH_ERROR, "out of memory keeping the module");
+    return;
   }
-  refresh_disk_budget(e);
-  job_finish(e, j, MOD_FOUND, NULL);
+  store_pin(e->store, &ent, &q); /* the queue's pin */
+  pthread_mutex_lock(&e->mu);
+  j->ent = ent; /* the waiters' table, released with the job */
+  j->has_ent = true;
+  pthread_mutex_unlock(&e->mu);
+  job_finish(e, j, MOD_FOUND, NULL); /* j may be gone after this */
+  persist_enqueue(e, &q, key);
 }
 
 /* A download did not fit in what the cache's cap leaves: the cache evicts
- * least recently used modules to give it room (and a little more), once per
- * job.  true when the job should look the module up again. */
+ * least recently used modules to give it room (and a little more), at most
+ * ENGINE_ROOM_TRIES times per job (other downloads and writes may take the
+ * room meanwhile).  true when the job should look the module up again. */
 static bool make_room(engine *e, job *j, uint64_t need) {
-  j->made_room = true;
+  j->room_tries++;
   if (need > e->cfg.max_pdb_bytes)
     return false;
   uint64_t want = need + ((uint64_t)1 << 20);
@@ -607,6 +1050,34 @@ static bool make_room(engine *e, job *j, uint64_t need) {
   return freed > 0 || rc == PS_E_OK;
 }
 
+/* The image step that reads an embedded Portable PDB; false (diag set) when
+ * the lookup cannot start. */
+static bool embedded_start(engine *e, job *j, ps_diag *d) {
+  j->img = (image_ctx){.id = {.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
+                       .embedded = true};
+  j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, d);
+  if (!j->op)
+    return false;
+  j->stage = J_EMBEDDED;
+  return true;
+}
+
+/* A names job that got no names: its waiters are answered from the cached
+ * table, as they would have been without it. */
+static void names_job_keep(engine *e, job *j) {
+  if (j->img.st) {
+    st_free(j->img.st);
+    free(j->img.st);
+    j->img.st = NULL;
+  }
+  pthread_mutex_lock(&e->mu);
+  j->ent = j->base;
+  j->has_ent = true;
+  j->has_base = false;
+  pthread_mutex_unlock(&e->mu);
+  job_finish(e, j, MOD_FOUND, NULL);
+}
+
 /* Runs j until it waits for the network or is done.  One worker at a time. */
 static void job_step(engine *e, job *j) {
   char msg[256];
@@ -620,7 +1091,14 @@ static void job_step(engine *e, job *j) {
         job_finish(e, j, MOD_MISSING, NULL);
         return;
       }
-      refresh_disk_budget(e);
+      ensure_download_room(e);
+      if (j->embedded_only) { /* the PDB is known to be missing: its image only */
+        if (!embedded_start(e, j, &d)) {
+          job_finish(e, j, MOD_FETCH_ERROR, ps_diag_format(&d, msg, sizeof msg));
+          return;
+        }
+        break;
+      }
       j->pdb = (fetch_identity){.m = &j->m, .fmt = j->m.format, .max_bytes = e->cfg.max_pdb_bytes,
                                 .keep = true};
       j->op = fetch_op_new(e->fetch, &j->m, false, j->m.format, job_wake, j, &d);
@@ -637,7 +1115,7 @@ static void job_step(engine *e, job *j) {
       uint64_t need = st == FETCH_ERROR ? fetch_op_room_needed(j->op) : 0;
       fetch_op_free(j->op);
       j->op = NULL;
-      if (need && !j->made_room && make_room(e, j, need)) {
+      if (need && j->room_tries < ENGINE_ROOM_TRIES && make_room(e, j, need)) {
         j->stage = J_START; /* once more, with room */
         break;
       }
@@ -645,9 +1123,9 @@ static void job_step(engine *e, job *j) {
         unlink(res.path);
         j->format = res.format;
         snprintf(j->source, sizeof j->source, "%.*s", (int)sizeof j->source - 1, res.source);
-        if (j->m.code_file[0] && j->m.has_code_id && j->pdb.st->ident.managed) {
-          j->img = (image_ctx){{.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
-                               j->pdb.st};
+        if (j->pdb.st->ident.managed && image_worth_a_look(e, &j->m, false)) {
+          j->img = (image_ctx){.id = {.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
+                               .st = j->pdb.st};
           j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, &d);
           j->stage = j->op ? J_IMAGE : J_INGEST;
         } else {
@@ -657,6 +1135,9 @@ static void job_step(engine *e, job *j) {
       }
       if (st == FETCH_FOUND) /* accepted without a table: cannot happen */
         unlink(res.path);
+      if (st == FETCH_NOT_FOUND && !j->pdb.malformed && j->m.format != ST_FORMAT_WINDOWS &&
+          image_worth_a_look(e, &j->m, true) && embedded_start(e, j, &d))
+        break; /* no source has the PDB: it may be embedded in the image */
       if (j->pdb.malformed)
         job_finish(e, j, MOD_MALFORMED, j->pdb.error);
       else if (st == FETCH_ERROR)
@@ -665,6 +1146,16 @@ static void job_step(engine *e, job *j) {
         job_finish(e, j, MOD_MISSING, NULL);
       return;
     }
+    case J_NAMES: /* the image for a table cached without its names */
+      j->img = (image_ctx){.id = {.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
+                           .base = j->base.st};
+      j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, &d);
+      if (!j->op) {
+        names_job_keep(e, j);
+        return;
+      }
+      j->stage = J_IMAGE;
+      break;
     case J_IMAGE: {
       fetch_status st = fetch_op_step(j->op, verify_image, &j->img, &res, &d);
       if (st == FETCH_PENDING)
@@ -673,8 +1164,57 @@ static void job_step(engine *e, job *j) {
       j->op = NULL;
       if (st == FETCH_FOUND)
         unlink(res.path);
+      if (!j->img.named)
+        image_unnamed(e, j, st, &d);
+      else
+        j->flags |= STORE_F_IMAGE_NAMES;
+      if (!j->names_job)
+        j->img.st = NULL; /* it was the PDB's table, j->pdb.st */
+      if (j->names_job) {
+        if (!j->img.named) {
+          names_job_keep(e, j);
+          return;
+        }
+        snprintf(j->source, sizeof j->source, "%.*s", (int)sizeof j->source - 1, res.source);
+        j->pdb.st = j->img.st; /* the named copy */
+        j->img.st = NULL;
+      }
       j->stage = J_INGEST;
       break;
+    }
+    case J_EMBEDDED: {
+      fetch_status st = fetch_op_step(j->op, verify_image, &j->img, &res, &d);
+      if (st == FETCH_PENDING)
+        return;
+      fetch_op_free(j->op);
+      j->op = NULL;
+      if (st == FETCH_FOUND)
+        unlink(res.path);
+      if (st == FETCH_FOUND && j->img.st) {
+        j->pdb.st = j->img.st;
+        j->img.st = NULL;
+        j->format = ST_FORMAT_PORTABLE;
+        j->flags |= STORE_F_IMAGE_NAMES;
+        snprintf(j->source, sizeof j->source, "%.*s", (int)sizeof j->source - 1, res.source);
+        j->stage = J_INGEST;
+        break;
+      }
+      if (j->embedded_only || (st == FETCH_FOUND && !j->img.broken))
+        image_unnamed(e, j, st, &d); /* the PDB's negative entries say the rest */
+      if (st == FETCH_FOUND && j->img.broken) {
+        job_finish(e, j, MOD_MALFORMED, j->img.error);
+      } else if (st == FETCH_ERROR) {
+        char err[256];
+        snprintf(err, sizeof err, "no symbol source has %.100s; its image: %.120s",
+                 j->m.debug_file, ps_diag_format(&d, msg, sizeof msg));
+        job_finish(e, j, MOD_FETCH_ERROR, err);
+      } else {
+        char err[256];
+        snprintf(err, sizeof err, "no symbol source has %.100s%s%.120s", j->m.debug_file,
+                 st == FETCH_FOUND ? ", and " : "", st == FETCH_FOUND ? j->img.error : "");
+        job_finish(e, j, MOD_MISSING, err);
+      }
+      return;
     }
     case J_INGEST:
       job_ingest(e, j);
@@ -757,19 +1297,145 @@ static job *find_job_locked(engine *e, const char *key) {
   return NULL;
 }
 
+/* A new job for key, m, in the run queue (mu held); NULL when out of memory. */
+static job *job_new_locked(engine *e, const char *key, const module_id *m) {
+  job *j = calloc(1, sizeof *j);
+  if (!j)
+    return NULL;
+  snprintf(j->key, sizeof j->key, "%s", key);
+  j->m = *m;
+  j->e = e;
+  j->refs = 1; /* the job's own, until done */
+  j->started = engine_now_ms();
+  j->next = e->jobs;
+  e->jobs = j;
+  size_t h = hash_key(key) & (e->nhash - 1);
+  j->hnext = e->hash[h];
+  e->hash[h] = j;
+  e->njobs++;
+  return j;
+}
+
+/* Waits (mu held, j referenced) until j is done, the deadline passes or the
+ * engine drains. */
+static void job_wait_locked(engine *e, job *j, uint64_t deadline_ms) {
+  while (!j->done && !e->draining) { /* engine_drain wakes us at shutdown */
+    if (deadline_ms == 0) {
+      pthread_cond_wait(&e->cv, &e->mu);
+      continue;
+    }
+    uint64_t now = engine_now_ms();
+    if (now >= deadline_ms)
+      break;
+    struct timespec ts = abs_after(deadline_ms - now);
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+  }
+}
+
+/* true when the cached table in h is a managed one without its image's
+ * names and m names an image worth looking for. */
+static bool wants_names(engine *e, const module_id *m, const mod_handle *h) {
+  const pin *p = h->pin;
+  return e->fetch && p && p->kind == 1 && h->st && h->st->ident.managed &&
+         !(p->ent.flags & STORE_F_IMAGE_NAMES) && image_worth_a_look(e, m, false);
+}
+
+/* The module is cached (pinned in out, kind 1) without its image's names
+ * and m names the image: one names job per module fetches the image and
+ * puts a named copy of the table in the cache (in memory at once, on disk
+ * after: it replaces the nameless one, STORE_F_IMAGE_NAMES).  The request
+ * waits for it until its deadline; when the image is late, missing or not
+ * readable, it is answered from the nameless table, as before.  A full
+ * download queue starts no names job. */
+static void resolve_names(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
+  pin *old = out->pin;
+  char key[320];
+  module_cache_key(m, out->format, key, sizeof key);
+  size_t kl = strlen(key);
+  pthread_mutex_lock(&e->mu);
+  /* a names job that finished since the cache answered us has put the named
+   * table in the cache before it was marked done: with e->mu held, no job
+   * running means the cache has it (or no job ran) */
+  store_entry named;
+  memset(&named, 0, sizeof named);
+  if (store_get(e->store, key, &named) == STORE_HIT) {
+    if (named.flags & STORE_F_IMAGE_NAMES) {
+      pthread_mutex_unlock(&e->mu);
+      store_release(e->store, &old->ent);
+      old->ent = named;
+      out->st = named.st;
+      snprintf(out->source, sizeof out->source, "%s", named.source);
+      return;
+    }
+    store_release(e->store, &named);
+  }
+  snprintf(key + kl, sizeof key - kl, "#names");
+  job *j = find_job_locked(e, key);
+  if (!j) {
+    if (e->draining || e->njobs >= e->queue_cap || !(j = job_new_locked(e, key, m))) {
+      pthread_mutex_unlock(&e->mu);
+      return;
+    }
+    j->names_job = true;
+    j->stage = J_NAMES;
+    j->format = out->format;
+    snprintf(j->source, sizeof j->source, "%s", out->source);
+    store_pin(e->store, &old->ent, &j->base);
+    j->has_base = j->base.st != NULL;
+    if (!j->has_base) { /* cannot happen: old is pinned */
+      j->done = true;
+      e->njobs--;
+      job_unref_locked(e, j);
+      pthread_mutex_unlock(&e->mu);
+      return;
+    }
+    runq_push_locked(e, j);
+  }
+  j->refs++;
+  job_wait_locked(e, j, deadline_ms);
+  pin *p = j->done && j->status == MOD_FOUND && j->has_ent && j->ent.st != old->ent.st
+               ? calloc(1, sizeof *p)
+               : NULL;
+  if (!p) {
+    out->names_pending = !j->done;
+    job_unref_locked(e, j); /* late, or no names: the nameless table answers */
+    pthread_mutex_unlock(&e->mu);
+    return;
+  }
+  p->kind = 2;
+  p->j = j; /* keeps our reference */
+  out->st = j->ent.st;
+  out->pin = p;
+  out->from_cache = false; /* this request waited for the image */
+  snprintf(out->source, sizeof out->source, "%s", j->source);
+  pthread_mutex_unlock(&e->mu);
+  store_release(e->store, &old->ent);
+  free(old);
+}
+
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
   memset(out, 0, sizeof *out);
   bool all_negative = false;
-  if (try_cache(e, m, out, &all_negative))
+  if (try_cache(e, m, out, &all_negative)) {
+    if (wants_names(e, m, out))
+      resolve_names(e, m, deadline_ms, out);
     return;
-  if (all_negative)
-    return;
+  }
+  /* known to be missing: but a request that names the image may find the
+   * PDB embedded in it (once: the image's negative entries remember) */
+  bool embedded_only = false;
+  if (all_negative) {
+    if (out->status != MOD_MISSING || m->format == ST_FORMAT_WINDOWS ||
+        !image_worth_a_look(e, m, true))
+      return;
+    embedded_only = true;
+  }
   memset(out, 0, sizeof *out);
 
   char key[320];
   module_cache_key(m, m->format, key, sizeof key);
   size_t kl = strlen(key);
-  snprintf(key + kl, sizeof key - kl, "#%d", (int)m->format);
+  snprintf(key + kl, sizeof key - kl, "#%d%s", (int)m->format, embedded_only ? "#embedded" : "");
 
   pthread_mutex_lock(&e->mu);
   job *j;
@@ -784,24 +1450,14 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
       return;
     }
     if (e->njobs < e->queue_cap) {
-      j = calloc(1, sizeof *j);
+      j = job_new_locked(e, key, m);
       if (!j) {
         pthread_mutex_unlock(&e->mu);
         out->status = MOD_FETCH_ERROR;
         snprintf(out->error, sizeof out->error, "out of memory");
         return;
       }
-      snprintf(j->key, sizeof j->key, "%s", key);
-      j->m = *m;
-      j->e = e;
-      j->refs = 1; /* the job's own, until done */
-      j->started = engine_now_ms();
-      j->next = e->jobs;
-      e->jobs = j;
-      size_t h = hash_key(key) & (e->nhash - 1);
-      j->hnext = e->hash[h];
-      e->hash[h] = j;
-      e->njobs++;
+      j->embedded_only = embedded_only;
       runq_push_locked(e, j);
       break;
     }
@@ -823,17 +1479,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     }
   }
   j->refs++;
-  while (!j->done && !e->draining) { /* engine_drain wakes us at shutdown */
-    if (deadline_ms == 0) {
-      pthread_cond_wait(&e->cv, &e->mu);
-      continue;
-    }
-    uint64_t now = engine_now_ms();
-    if (now >= deadline_ms)
-      break;
-    struct timespec ts = abs_after(deadline_ms - now);
-    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
-  }
+  job_wait_locked(e, j, deadline_ms);
   if (!j->done) {
     job_unref_locked(e, j);
     pthread_mutex_unlock(&e->mu);
@@ -890,7 +1536,7 @@ void engine_release(engine *e, mod_handle *h) {
 
 bool engine_ready(engine *e) { return e && e->store != NULL; }
 
-bool engine_cached(engine *e, const module_id *m, st_format fmt) {
+bool engine_cached(engine *e, const module_id *m, st_format fmt, bool image_names) {
   module_id copy = *m;
   copy.format = fmt;
   st_format fmts[2];
@@ -901,18 +1547,21 @@ bool engine_cached(engine *e, const module_id *m, st_format fmt) {
     store_entry ent;
     memset(&ent, 0, sizeof ent);
     if (store_get(e->store, key, &ent) == STORE_HIT) {
+      bool named = (ent.flags & STORE_F_IMAGE_NAMES) != 0;
       store_release(e->store, &ent);
-      return true;
+      if (named || !image_names)
+        return true;
     }
   }
   return false;
 }
 
 ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
-                     const char *source, ps_diag *diag) {
+                     const char *source, bool image_names, ps_diag *diag) {
   char key[320];
   module_cache_key(m, fmt, key, sizeof key);
-  return store_put(e->store, key, st, source, diag);
+  return store_put_flags(e->store, key, st, source, image_names ? STORE_F_IMAGE_NAMES : 0,
+                         diag);
 }
 
 bool engine_peek(engine *e, const module_id *m, mod_handle *out) {
@@ -946,4 +1595,31 @@ bool engine_peek(engine *e, const module_id *m, mod_handle *out) {
   return false;
 }
 
-uint64_t engine_cache_bytes(engine *e) { return e ? store_files_bytes(e->cache_dir) : 0; }
+uint64_t engine_cache_bytes(engine *e) {
+  if (!e)
+    return 0;
+  char shm[1100];
+  snprintf(shm, sizeof shm, "%s-shm", e->db_path);
+  return store_files_bytes(e->cache_dir) + file_size(shm) + fetch_tmp_bytes(e->fetch);
+}
+
+void engine_get_stats(engine *e, engine_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!e || !e->store)
+    return;
+  store_counters c;
+  store_get_counters(e->store, &c);
+  out->module_reads = c.module_reads;
+  out->negative_memory = c.neg_memory;
+  out->negative_memory_hits = c.neg_memory_hits;
+  out->hot_modules = c.hot_modules;
+  out->hot_bytes = c.hot_bytes;
+  pthread_mutex_lock(&e->pq_mu);
+  out->persist_queued = e->pq_n;
+  out->persist_queued_bytes = e->pq_bytes;
+  out->persist_saved = e->pq_saved;
+  out->persist_failed = e->pq_failed;
+  out->persist_dropped = e->pq_dropped;
+  pthread_mutex_unlock(&e->pq_mu);
+  out->download_bytes = fetch_tmp_bytes(e->fetch);
+}

@@ -43,6 +43,13 @@ typedef struct {
   int64_t negative_error_ttl;    /* fetch errors, timeouts, identity mismatches: 30, doubled
                                     for each further failure of the module ... */
   int64_t negative_error_max_ttl;/* ... up to this: 3600 */
+  uint32_t negative_memory;      /* negative entries also kept in memory; 0: 16384 */
+  /* the persistence queue: tables answered and waiting to be written to
+   * SQLite by the one writer thread (docs/concurrency.md) */
+  int persist_queue;             /* tables; 0: 16 */
+  uint64_t persist_queue_bytes;  /* their bytes in memory; 0: 256 MiB */
+  uint32_t persist_wait_ms;      /* a worker's wait for room in it (0: none, the table is
+                                    kept in memory only at once) */
   /* called once per settled download job (not per waiting request), from the
    * job's thread, with the outcome and the job's duration; may be NULL */
   void (*on_download)(int outcome /* mod_status */, double seconds);
@@ -62,6 +69,9 @@ typedef struct {
   const symtab *st;      /* MOD_FOUND: valid until engine_release */
   void *pin;             /* internal */
   bool from_cache;       /* answered without a download */
+  bool names_pending;    /* MOD_FOUND from a managed table cached without its image's
+                            names, whose image is being fetched: resolving again
+                            with a later deadline may give the named table */
   char source[256];      /* URL or path the module came from */
   char error[256];       /* human-readable reason for other statuses */
 } mod_handle;
@@ -80,16 +90,32 @@ void engine_drain(engine *e);
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
 void engine_release(engine *e, mod_handle *h);
 
-/* Bytes of the cache's database files on disk (store_files_bytes); 0 for
- * e NULL. */
+/* Bytes the cache folder holds on disk: the database, its WAL and -shm
+ * files, and the downloads in flight; 0 for e NULL. */
 uint64_t engine_cache_bytes(engine *e);
+
+/* What the engine and its cache hold and have done, for /metrics. */
+typedef struct {
+  uint64_t module_reads;        /* reads of a module from SQLite (a miss in memory) */
+  uint64_t negative_memory;     /* negative entries in memory */
+  uint64_t negative_memory_hits;/* lookups they answered */
+  uint64_t hot_modules, hot_bytes;
+  uint64_t persist_queued;      /* tables answered, not yet written (the one being written included) */
+  uint64_t persist_queued_bytes;
+  uint64_t persist_saved;       /* tables written */
+  uint64_t persist_failed;      /* tables the cache did not take (cap, disk full...) */
+  uint64_t persist_dropped;     /* tables never queued: the queue stayed full */
+  uint64_t download_bytes;      /* temporary files of downloads in flight */
+} engine_stats;
+void engine_get_stats(engine *e, engine_stats *out);
 
 /* true once the cache is open and its migrations applied */
 bool engine_ready(engine *e);
 
 /* true when the cache already holds m (in format fmt, or either when
- * ST_FORMAT_UNKNOWN). */
-bool engine_cached(engine *e, const module_id *m, st_format fmt);
+ * ST_FORMAT_UNKNOWN); with image_names, only a table that has the method
+ * names of the module's image counts. */
+bool engine_cached(engine *e, const module_id *m, st_format fmt, bool image_names);
 
 /* What the engine knows of m without fetching anything: true with
  * MOD_FOUND (pinned: engine_release it), a remembered negative entry
@@ -98,9 +124,11 @@ bool engine_cached(engine *e, const module_id *m, st_format fmt);
 bool engine_peek(engine *e, const module_id *m, mod_handle *out);
 
 /* Stores a finished table the caller parsed itself (local files, embedded
- * PDBs) under m's key for format fmt.  The caller keeps st. */
+ * PDBs) under m's key for format fmt; image_names: st holds the method names
+ * of the module's PE image (it then replaces a table cached without them).
+ * The caller keeps st. */
 ps_err engine_ingest(engine *e, const module_id *m, st_format fmt, const symtab *st,
-                     const char *source, ps_diag *diag);
+                     const char *source, bool image_names, ps_diag *diag);
 
 const char *mod_status_name(mod_status s); /* "found", "missing", ... */
 uint64_t engine_now_ms(void);

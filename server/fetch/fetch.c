@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "cab.h"
+#include "log.h"
 
 #define FETCH_USER_AGENT "pdbsym/" PDBSYM_VERSION
 #define FETCH_PTR_MAX 4096 /* a file.ptr larger than this is not one */
@@ -118,6 +119,8 @@ typedef struct {
   char path[1100];
   int fd;
   uint64_t bytes;               /* counted in f->tmp_bytes */
+  uint64_t reserved;            /* counted too: the rest of a declared length, taken from
+                                   the budget when the transfer's first bytes came */
 } tmpfile_t;
 
 enum { P_HELD, P_QUEUED, P_RUNNING, P_TIMER, P_DONE };
@@ -678,13 +681,13 @@ static void tmp_drop(fetcher *f, tmpfile_t *t) {
   if (t->path[0])
     unlink(t->path);
   t->path[0] = '\0';
-  budget_give(f, t->bytes);
-  t->bytes = 0;
+  budget_give(f, t->bytes + t->reserved);
+  t->bytes = t->reserved = 0;
 }
 
 static bool tmp_rewind(fetcher *f, tmpfile_t *t) {
-  budget_give(f, t->bytes);
-  t->bytes = 0;
+  budget_give(f, t->bytes + t->reserved);
+  t->bytes = t->reserved = 0;
   return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0;
 }
 
@@ -702,15 +705,31 @@ static bool write_all(int fd, const void *p, size_t n) {
   return true;
 }
 
+/* The host's disk is full (or a quota reached): not the cache's cap, and
+ * worth a warning of its own whatever the lookup makes of it. */
+static void log_disk_full(const char *path, int err) {
+  log_line l;
+  log_begin(&l, LOG_WARN, "disk full: a download could not be written");
+  log_str(&l, "file", path);
+  log_str(&l, "error", strerror(err));
+  log_end(&l);
+}
+
 /* Writes n bytes to t under the disk budget.  PS_E_OK, PS_E_LIMIT (budget) or
  * PS_E_IO (errno set). */
 static ps_err tmp_write(fetcher *f, tmpfile_t *t, const void *data, size_t n) {
-  if (!budget_take(f, n))
+  /* bytes of a reserved length are counted already */
+  uint64_t from_res = n < t->reserved ? n : t->reserved;
+  uint64_t more = n - from_res;
+  if (more && !budget_take(f, more))
     return PS_E_LIMIT;
+  t->reserved -= from_res;
   if (!write_all(t->fd, data, n)) {
     int err = errno;
-    budget_give(f, n);
+    budget_give(f, n); /* what this write took, from the reservation or the budget */
     errno = err;
+    if (err == ENOSPC || err == EDQUOT)
+      log_disk_full(t->path, err);
     return PS_E_IO;
   }
   t->bytes += n;
@@ -983,7 +1002,7 @@ static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, uint64_t *ne
     ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot map %.100s", t->path);
     return false;
   }
-  tmpfile_t out = {"", -1, 0};
+  tmpfile_t out = {"", -1, 0, 0};
   bool ok = false;
   cab_archive *a = NULL;
   if (!tmp_create(f, &out, diag))
@@ -1448,17 +1467,20 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
       return 0;
     }
   }
-  if (p->x->t.bytes == 0) {
+  if (p->x->t.bytes == 0 && p->x->t.reserved == 0) {
     /* the declared length must fit in the disk budget as a whole: refused
-     * before anything is written */
+     * before anything is written, else taken from the budget at once, so
+     * what the folder will hold is counted from the start (the cache counts
+     * it when it makes room for a module it stores) */
     curl_off_t len = -1;
     curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
-    uint64_t budget = atomic_load(&f->budget);
-    if (len > 0 && !p->x->encoded && budget &&
-        atomic_load(&f->tmp_bytes) + (uint64_t)len > budget) {
-      p->x->disk_full = true;
-      p->x->need = (uint64_t)len;
-      return 0;
+    if (len > 0 && !p->x->encoded) {
+      if (!budget_take(f, (uint64_t)len)) {
+        p->x->disk_full = true;
+        p->x->need = (uint64_t)len;
+        return 0;
+      }
+      p->x->t.reserved = (uint64_t)len;
     }
   }
   ps_err r = tmp_write(f, &p->x->t, data, n);
@@ -1760,7 +1782,7 @@ static void body_done(fetcher *f, probe *p, group *g) {
   c->t = p->x->t;
   p->x->t.fd = -1;
   p->x->t.path[0] = '\0';
-  p->x->t.bytes = 0;
+  p->x->t.bytes = p->x->t.reserved = 0;
   c->src = p->src;
   c->key = p->key;
   c->layout = p->layout;

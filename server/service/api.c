@@ -542,7 +542,8 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
     mt_cache(mods[i].h.from_cache);
   }
   for (size_t i = 0; i < n; i++) {
-    if (!mods[i].resolved || mods[i].h.status != MOD_PENDING)
+    /* still fetching; or found without the image's names, the image coming */
+    if (!mods[i].resolved || (mods[i].h.status != MOD_PENDING && !mods[i].h.names_pending))
       continue;
     if (engine_now_ms() >= deadline)
       break;
@@ -897,7 +898,9 @@ static void handle(api *a, api_route_id route, const char *path, const char *que
     return;
   }
   case RT_METRICS: {
-    out->body = mt_render(engine_cache_bytes(a->eng));
+    engine_stats es;
+    engine_get_stats(a->eng, &es);
+    out->body = mt_render(engine_cache_bytes(a->eng), &es);
     if (!out->body) {
       api_error(out, 500, "out of memory", NULL);
       return;

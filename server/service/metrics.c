@@ -104,6 +104,48 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   }
 }
 
+/* The engine's and the cache's own figures (engine_get_stats). */
+static void render_engine(sbuf *b, const engine_stats *es) {
+  if (!es)
+    return;
+  sb_printf(b,
+            "# HELP pdbsym_cache_module_reads_total Reads of a module from the SQLite cache (the module was not in memory).\n"
+            "# TYPE pdbsym_cache_module_reads_total counter\n"
+            "pdbsym_cache_module_reads_total %llu\n"
+            "# HELP pdbsym_cache_negative_memory Negative entries (missing, malformed, failing modules) kept in memory.\n"
+            "# TYPE pdbsym_cache_negative_memory gauge\n"
+            "pdbsym_cache_negative_memory %llu\n"
+            "# HELP pdbsym_cache_negative_memory_hits_total Lookups a negative entry in memory answered without SQLite.\n"
+            "# TYPE pdbsym_cache_negative_memory_hits_total counter\n"
+            "pdbsym_cache_negative_memory_hits_total %llu\n"
+            "# HELP pdbsym_cache_memory_modules Modules kept parsed in memory.\n"
+            "# TYPE pdbsym_cache_memory_modules gauge\n"
+            "pdbsym_cache_memory_modules %llu\n"
+            "# HELP pdbsym_cache_memory_bytes Bytes of the modules kept parsed in memory.\n"
+            "# TYPE pdbsym_cache_memory_bytes gauge\n"
+            "pdbsym_cache_memory_bytes %llu\n"
+            "# HELP pdbsym_persist_queue Tables answered and waiting to be written to SQLite (the one being written included).\n"
+            "# TYPE pdbsym_persist_queue gauge\n"
+            "pdbsym_persist_queue %llu\n"
+            "# HELP pdbsym_persist_queue_bytes Bytes of the tables waiting to be written.\n"
+            "# TYPE pdbsym_persist_queue_bytes gauge\n"
+            "pdbsym_persist_queue_bytes %llu\n"
+            "# HELP pdbsym_persist_total Tables the persistence queue settled: saved, failed (the cache did not take them), dropped (the queue stayed full).\n"
+            "# TYPE pdbsym_persist_total counter\n"
+            "pdbsym_persist_total{outcome=\"saved\"} %llu\n"
+            "pdbsym_persist_total{outcome=\"failed\"} %llu\n"
+            "pdbsym_persist_total{outcome=\"dropped\"} %llu\n"
+            "# HELP pdbsym_download_tmp_bytes Bytes of the temporary files of downloads in flight.\n"
+            "# TYPE pdbsym_download_tmp_bytes gauge\n"
+            "pdbsym_download_tmp_bytes %llu\n",
+            (unsigned long long)es->module_reads, (unsigned long long)es->negative_memory,
+            (unsigned long long)es->negative_memory_hits, (unsigned long long)es->hot_modules,
+            (unsigned long long)es->hot_bytes, (unsigned long long)es->persist_queued,
+            (unsigned long long)es->persist_queued_bytes, (unsigned long long)es->persist_saved,
+            (unsigned long long)es->persist_failed, (unsigned long long)es->persist_dropped,
+            (unsigned long long)es->download_bytes);
+}
+
 static void (*http_state_fn)(void *, mt_http_state *);
 static void *http_state_ctx;
 
@@ -165,7 +207,7 @@ static void render_http_state(sbuf *b) {
             (unsigned long long)h.memory_max, (unsigned long long)h.memory_refused);
 }
 
-char *mt_render(uint64_t cache_bytes) {
+char *mt_render(uint64_t cache_bytes, const engine_stats *es) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (!b.buf)
     return NULL;
@@ -221,7 +263,7 @@ char *mt_render(uint64_t cache_bytes) {
             "# HELP pdbsym_cache_misses_total Modules that were not in the cache.\n"
             "# TYPE pdbsym_cache_misses_total counter\n"
             "pdbsym_cache_misses_total %llu\n"
-            "# HELP pdbsym_cache_bytes Bytes of the cache database files.\n"
+            "# HELP pdbsym_cache_bytes Bytes the cache folder holds: database, WAL, -shm, downloads in flight.\n"
             "# TYPE pdbsym_cache_bytes gauge\n"
             "pdbsym_cache_bytes %llu\n",
             (unsigned long long)atomic_load(&cache_hits),
@@ -233,7 +275,7 @@ char *mt_render(uint64_t cache_bytes) {
   for (int k = 0; k < MOD_PENDING; k++)
     sb_printf(&b, "pdbsym_downloads_total{outcome=\"%s\"} %llu\n", outcomes[k],
               (unsigned long long)atomic_load(&downloads[k]));
-  sb_printf(&b, "# HELP pdbsym_download_duration_seconds Duration of module download jobs (fetch, parse, store).\n"
+  sb_printf(&b, "# HELP pdbsym_download_duration_seconds Duration of module download jobs (fetch, parse; the SQLite write comes after).\n"
                 "# TYPE pdbsym_download_duration_seconds histogram\n");
   uint64_t acc = 0;
   for (int k = 0; k < DL_BUCKETS; k++) {
@@ -248,6 +290,7 @@ char *mt_render(uint64_t cache_bytes) {
             "pdbsym_download_duration_seconds_count %llu\n",
             (unsigned long long)acc, (double)atomic_load(&dl_micros) / 1e6,
             (unsigned long long)acc);
+  render_engine(&b, es);
   render_http_state(&b);
   if (b.oom) {
     free(b.buf);

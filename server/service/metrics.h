@@ -42,7 +42,8 @@ typedef struct {
 void mt_set_http_state(void (*get)(void *ctx, mt_http_state *out), void *ctx);
 
 /* The exposition text; cache_bytes is the cache's size on disk
- * (engine_cache_bytes).  Caller frees; NULL when out of memory. */
-char *mt_render(uint64_t cache_bytes);
+ * (engine_cache_bytes), es what the engine and its cache hold (may be NULL).
+ * Caller frees; NULL when out of memory. */
+char *mt_render(uint64_t cache_bytes, const engine_stats *es);
 
 #endif

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -258,15 +259,19 @@ def threads_of(pid):
 
 
 def folder_bytes(path):
-    """Bytes of every regular file under path (what the cache folder holds on disk)."""
+    """Bytes of every regular file under path (what the cache folder holds on
+    disk), each file once: a download handed over is linked to its final name
+    before its temporary name goes, and two names of one file are one file."""
     total = 0
+    seen = set()
     for d, _, files in os.walk(path):
         for n in files:
             try:
                 st = os.lstat(os.path.join(d, n))
             except OSError:
                 continue  # removed meanwhile
-            if not os.path.islink(os.path.join(d, n)):
+            if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
                 total += st.st_size
     return total
 

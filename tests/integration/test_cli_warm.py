@@ -208,6 +208,41 @@ try:
     finally:
         sb8.close()
 
+    # ---- a managed PDB cached without its image's names gains them when a
+    # walk brings the image: beside the PDB (ingested again), or alone (the
+    # PDB is cached: the image's names go into the cached table)
+    for how in ("beside the PDB", "alone"):
+        sb9 = Sandbox("pdbsym-cli-warm-names-")
+        try:
+            wd = os.path.join(clilib.MANAGED, "windows-debug")
+            cv = [x for x in map(json.loads, open(os.path.join(wd, "Demo.dll.srm.jsonl"))) if x.get("type") == "CodeView"][0]
+            sp0 = [x for x in map(json.loads, open(os.path.join(wd, "Demo.pdb.winpdb.jsonl"))) if x["kind"] == "sp"][0]
+            req = {"modules": [{"debug_file": "Demo.pdb", "debug_id": "%s-%d" % (cv["guid"], cv["age"])}],
+                   "frames": [{"module": 0, "token": sp0["token"], "il_offset": sp0["il"]}]}
+
+            def function():
+                rc, out, err = sb9.run(["symbolicate", "--offline"], stdin=json.dumps(req))
+                return json.loads(out)["frames"][0]["symbols"][0]["function"] if rc == 0 else err
+
+            os.makedirs(sb9.path("pdb"))
+            shutil.copy(os.path.join(wd, "Demo.pdb"), sb9.path("pdb"))
+            rc, out, err = sb9.run(["warm", "--offline", "pdb"])
+            c.eq("names %s: the PDB alone warmed" % how, (rc, summary(err)["found"]), (0, 1))
+            c.eq("names %s: its own name only" % how, function(), sp0["method"].split("::")[-1])
+            os.makedirs(sb9.path("app"))
+            shutil.copy(os.path.join(wd, "Demo.dll"), sb9.path("app"))
+            if how == "beside the PDB":
+                shutil.copy(os.path.join(wd, "Demo.pdb"), sb9.path("app"))
+            srv.reset()
+            rc, out, err = sb9.run(["warm", "app"], env=sp)
+            c.eq("names %s: stored again, not 'already cached'" % how, (rc, summary(err)["found"]), (0, 1))
+            c.eq("names %s: nothing asked upstream" % how, srv.hits()["total"], 0)
+            c.eq("names %s: the full name" % how, function(), sp0["method"].replace("::", ".").replace("/", "+"))
+            rc, out, err = sb9.run(["warm", "app"], env=sp)
+            c.eq("names %s: a third walk finds it cached" % how, (rc, summary(err)["already cached"]), (0, 1))
+        finally:
+            sb9.close()
+
     # ---- several CodeView entries in one image (ReadyToRun, from the corpus)
     r2r = os.path.join(clilib.CORPUS, "pe", "symstore", "System.Threading.Thread.dll")
     if os.path.exists(r2r):

@@ -287,6 +287,87 @@ TEST(put_take_pins_the_table) {
   st_free(&orig);
 }
 
+/* First answer before persistence: an adopted table answers from memory at
+ * once and is on disk only once saved; a table with the image's names
+ * replaces one without, in memory and on disk, never the other way. */
+TEST(adopt_then_save) {
+  const char *dir = sub("adopt");
+  symtab orig, t1, t2, t3;
+  synth(&orig, 11, 1500);
+  synth(&t1, 11, 1500);
+  store *s = open_store(dir, 0, 0);
+  store_entry e, e2, q;
+  ps_diag d;
+  ps_diag_clear(&d);
+  store_counters c0, c1;
+  store_get_counters(s, &c0);
+  CHECK_EQ_U(store_adopt(s, "a.pdb/A1", &t1, "src-1", 0, &e), PS_E_OK);
+  CHECK(t1.lines == NULL);
+  CHECK(e.st != NULL);
+  CHECK_EQ_U(store_get(s, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK(e2.st == e.st);
+  store_release(s, &e2);
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 0);
+  store_pin(s, &e, &q); /* what a persistence queue holds */
+  store_release(s, &e);
+  /* not on disk yet: another process does not see it */
+  store *other = open_store(dir, 0, 0);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_MISS);
+  CHECK_EQ_U(store_save(s, &q, &d), PS_E_OK);
+  store_release(s, &q);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK_EQ_U(e2.flags, 0);
+  CHECK_EQ_S(e2.source, "src-1");
+  if (e2.st) {
+    uint64_t hits;
+    CHECK_EQ_U(compare_all(&orig, e2.st, &hits), 0);
+  }
+  store_release(other, &e2);
+
+  /* the same module with its image's names replaces it, in memory ... */
+  synth(&t2, 11, 1500);
+  CHECK_EQ_U(store_get(s, "a.pdb/A1", &e2), STORE_HIT); /* a pin on the old table */
+  const symtab *old = e2.st;
+  CHECK_EQ_U(store_adopt(s, "a.pdb/A1", &t2, "src-2", STORE_F_IMAGE_NAMES, &e), PS_E_OK);
+  CHECK(e.st != old);
+  CHECK_EQ_U(e.flags, STORE_F_IMAGE_NAMES);
+  CHECK(old->nlines > 0); /* still valid while pinned */
+  store_release(s, &e2);
+  CHECK_EQ_U(store_get(s, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK(e2.st == e.st);
+  CHECK_EQ_S(e2.source, "src-2");
+  store_release(s, &e2);
+  /* ... and on disk */
+  CHECK_EQ_U(store_save(s, &e, &d), PS_E_OK);
+  store_release(s, &e);
+  store_close(other);
+  other = open_store(dir, 0, 0);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK_EQ_U(e2.flags, STORE_F_IMAGE_NAMES);
+  CHECK_EQ_S(e2.source, "src-2");
+  store_release(other, &e2);
+  /* a table without the names never replaces one with them */
+  synth(&t3, 11, 1500);
+  CHECK_EQ_U(store_adopt(s, "a.pdb/A1", &t3, "src-3", 0, &e), PS_E_OK);
+  CHECK_EQ_U(e.flags, STORE_F_IMAGE_NAMES);
+  CHECK_EQ_S(e.source, "src-2");
+  store_release(s, &e);
+  CHECK_EQ_U(store_put(other, "a.pdb/A1", &orig, "src-4", &d), PS_E_OK);
+  store_close(other);
+  other = open_store(dir, 0, 0);
+  CHECK_EQ_U(store_get(other, "a.pdb/A1", &e2), STORE_HIT);
+  CHECK_EQ_U(e2.flags, STORE_F_IMAGE_NAMES);
+  CHECK_EQ_S(e2.source, "src-2");
+  store_release(other, &e2);
+  store_stats st;
+  CHECK_EQ_U(store_get_stats(other, &st), PS_E_OK);
+  CHECK_EQ_U(st.modules, 1);
+  store_close(other);
+  store_close(s);
+  st_free(&orig);
+}
+
 TEST(empty_table_roundtrip) {
   symtab st;
   st_init(&st, NULL);
@@ -652,6 +733,94 @@ TEST(negative_ttl_per_entry) {
   store_close(s);
 }
 
+/* Known-missing modules are answered from memory: no read of SQLite per
+ * lookup (store_counters.module_reads), one read in a new process (the
+ * entry comes from SQLite once), dropped by a positive ingest, evict and
+ * clear, bounded in number, expired with the entry's TTL. */
+TEST(negative_entries_in_memory) {
+  const char *dir = sub("negmem");
+  store_config cfg = {.dir = dir, .negative_missing_ttl = 3600, .negative_memory = 4};
+  store *s = NULL;
+  ps_diag d;
+  CHECK_EQ_U(store_open(&cfg, &s, &d), PS_E_OK);
+  if (!s)
+    return;
+  store_counters c0, c1;
+  store_entry e;
+  CHECK_EQ_U(store_put_negative(s, "gone.pdb/A1", STORE_NEG_MISSING, "404 from every server"),
+             PS_E_OK);
+  store_get_counters(s, &c0);
+  for (int i = 0; i < 100; i++) {
+    CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_NEGATIVE);
+    CHECK_EQ_U(e.neg, STORE_NEG_MISSING);
+  }
+  CHECK_EQ_S(e.error, "404 from every server");
+  CHECK(e.expires_at > (int64_t)time(NULL) + 3000);
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 0);
+  CHECK_EQ_U(c1.neg_memory_hits - c0.neg_memory_hits, 100);
+  store_close(s);
+
+  /* a new process: SQLite once, then memory */
+  CHECK_EQ_U(store_open(&cfg, &s, &d), PS_E_OK);
+  if (!s)
+    return;
+  store_get_counters(s, &c0);
+  for (int i = 0; i < 10; i++)
+    CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_NEGATIVE);
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 1);
+  CHECK_EQ_S(e.error, "404 from every server");
+
+  /* a positive ingest replaces it in memory too */
+  symtab st;
+  synth(&st, 5, 50);
+  CHECK_EQ_U(put(s, "gone.pdb/A1", &st), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_HIT);
+  store_release(s, &e);
+  /* a negative entry never hides a complete module, in memory either */
+  CHECK_EQ_U(store_put_negative(s, "gone.pdb/A1", STORE_NEG_MISSING, "x"), PS_E_OK);
+  CHECK_EQ_U(store_evict(s, "nothing.pdb/Z1"), PS_E_NOT_FOUND);
+  store_close(s);
+  CHECK_EQ_U(store_open(&cfg, &s, &d), PS_E_OK);
+  if (!s)
+    return;
+  CHECK_EQ_U(store_get(s, "gone.pdb/A1", &e), STORE_HIT);
+  store_release(s, &e);
+
+  /* evict and clear forget the memory's entries too */
+  CHECK_EQ_U(store_put_negative(s, "e.pdb/A1", STORE_NEG_MALFORMED, "bad"), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "e.pdb/A1", &e), STORE_NEGATIVE);
+  CHECK_EQ_U(store_evict(s, "e.pdb/A1"), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "e.pdb/A1", &e), STORE_MISS);
+  CHECK_EQ_U(store_put_negative(s, "c.pdb/A1", STORE_NEG_MALFORMED, "bad"), PS_E_OK);
+  uint64_t removed = 0;
+  CHECK_EQ_U(store_clear(s, true, &removed), PS_E_OK);
+  CHECK_EQ_U(store_get(s, "c.pdb/A1", &e), STORE_MISS);
+
+  /* bounded: at most negative_memory entries; the others still come from SQLite */
+  for (int i = 0; i < 10; i++) {
+    char k[32];
+    snprintf(k, sizeof k, "b%d.pdb/X1", i);
+    CHECK_EQ_U(store_put_negative(s, k, STORE_NEG_MISSING, "gone"), PS_E_OK);
+  }
+  store_get_counters(s, &c0);
+  CHECK(c0.neg_memory <= 4);
+  CHECK_EQ_U(store_get(s, "b0.pdb/X1", &e), STORE_NEGATIVE); /* dropped from memory: SQLite */
+  CHECK_EQ_U(store_get(s, "b9.pdb/X1", &e), STORE_NEGATIVE); /* in memory */
+  store_get_counters(s, &c1);
+  CHECK_EQ_U(c1.module_reads - c0.module_reads, 1);
+
+  /* the entry's own TTL, in memory as in SQLite */
+  CHECK_EQ_U(store_put_negative_ttl(s, "short.pdb/A1", STORE_NEG_FETCH_ERROR, "HTTP 500", 1),
+             PS_E_OK);
+  CHECK_EQ_U(store_get(s, "short.pdb/A1", &e), STORE_NEGATIVE);
+  sleep(2);
+  CHECK_EQ_U(store_get(s, "short.pdb/A1", &e), STORE_MISS);
+  store_close(s);
+  st_free(&st);
+}
+
 TEST(make_room_for_downloads) {
   const char *dir = sub("room");
   const uint64_t cap = 6u << 20;
@@ -835,6 +1004,7 @@ int main(void) {
   make_tmp();
   RUN(roundtrip_same_answers);
   RUN(put_take_pins_the_table);
+  RUN(adopt_then_save);
   RUN(empty_table_roundtrip);
   RUN(same_key_twice_one_copy);
   RUN(hot_set_budget_and_pins);
@@ -843,6 +1013,7 @@ int main(void) {
   RUN(negative_entries);
   RUN(byte_cap_evicts_oldest);
   RUN(negative_ttl_per_entry);
+  RUN(negative_entries_in_memory);
   RUN(make_room_for_downloads);
   RUN(broken_databases_moved_aside);
   RUN(damaged_module_dropped_and_verify_reports);

@@ -203,6 +203,73 @@ TEST(budget_limits_builder) {
   st_free(&st);
 }
 
+/* st_copy: the copy answers every address and token as the original does,
+ * and what is added to the copy (the image's names) leaves the original as
+ * it was: the cache's tables are shared by readers. */
+static void same_answer(const st_answer *a, const st_answer *b) {
+  CHECK_EQ_U(a->status, b->status);
+  CHECK_EQ_U(a->nsyms, b->nsyms);
+  for (int i = 0; i < a->nsyms && i < b->nsyms; i++) {
+    CHECK_EQ_S(a->syms[i].function, b->syms[i].function);
+    CHECK_EQ_U(a->syms[i].line, b->syms[i].line);
+    CHECK_EQ_U(a->syms[i].function_offset, b->syms[i].function_offset);
+    CHECK_EQ_S(a->syms[i].file ? a->syms[i].file : "", b->syms[i].file ? b->syms[i].file : "");
+  }
+}
+
+TEST(copy_answers_as_the_original) {
+  symtab st, cp;
+  st_init(&st, NULL);
+  CHECK_EQ_U(st_copy(&st, NULL, &cp), PS_E_INVALID); /* not finished */
+  st_free(&cp);
+  uint32_t file = st_cstr(&st, "C:\\src\\geometry.c");
+  st_add_func(&st, 0x1000, 0x100, st_cstr(&st, "nearest"), 0);
+  st_add_func(&st, 0x2000, 0x40, st_cstr(&st, "other"), 0);
+  st_add_line(&st, 0x1000, 0, 15, file);
+  st_add_line(&st, 0x1010, 0, 17, file);
+  st_add_line(&st, 0x2000, 0, 30, file);
+  uint32_t i1 = st_add_inline(&st, 0x1000, ST_NONE, 1, st_cstr(&st, "dist2"));
+  st_add_irange(&st, i1, 0x1010, 0x20, 10, file);
+  st_add_public(&st, 0x3000, st_cstr(&st, "memcpy"), st_cstr(&st, "_memcpy"));
+  uint32_t doc = st_cstr(&st, "/_/Demo.cs");
+  st_seqpt sp = {0x06000002, 0, 12, 12, 9, 30, doc};
+  st_add_seqpt(&st, &sp);
+  st_add_method(&st, 0x06000002, st_cstr(&st, "Run"), 0);
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+
+  ps_budget b;
+  ps_budget_init(&b, 1 << 20);
+  CHECK_EQ_U(st_copy(&st, &b, &cp), PS_E_OK);
+  CHECK(cp.finished);
+  st_answer a, c;
+  for (uint32_t rva = 0xff0; rva < 0x3010; rva += 3) {
+    st_lookup_rva(&st, rva, &a);
+    st_lookup_rva(&cp, rva, &c);
+    same_answer(&a, &c);
+  }
+  st_lookup_token(&st, 0x06000002, 0, &a);
+  st_lookup_token(&cp, 0x06000002, 0, &c);
+  same_answer(&a, &c);
+
+  /* a name changed and a method added in the copy only */
+  cp.methods[0].name = st_cstr(&cp, "Demo.Widget.Run");
+  CHECK(st_add_method(&cp, 0x06000003, st_cstr(&cp, "Demo.Widget.Stop"), 0));
+  CHECK_EQ_U(st_finish(&cp), PS_E_OK);
+  st_lookup_token(&cp, 0x06000002, 0, &c);
+  CHECK_EQ_S(c.syms[0].function, "Demo.Widget.Run");
+  st_lookup_token(&st, 0x06000002, 0, &a);
+  CHECK_EQ_S(a.syms[0].function, "Run");
+  CHECK_EQ_U(st.nmethods, 1);
+  CHECK_EQ_U(cp.nmethods, 2);
+  st_free(&cp);
+
+  /* a budget too small: refused, nothing left allocated */
+  ps_budget_init(&b, 64);
+  CHECK(st_copy(&st, &b, &cp) != PS_E_OK);
+  CHECK(cp.strs == NULL && cp.funcs == NULL);
+  st_free(&st);
+}
+
 int main(void) {
   RUN(strings_dedup);
   RUN(native_lookup_with_inlines);
@@ -211,5 +278,6 @@ int main(void) {
   RUN(native_hidden_lines);
   RUN(managed_hidden_points);
   RUN(budget_limits_builder);
+  RUN(copy_answers_as_the_original);
   return test_summary();
 }

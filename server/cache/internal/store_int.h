@@ -39,6 +39,7 @@
 #define PDBSYM_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,10 +62,16 @@
 #define STORE_MAX_POOL 8            /* idle connections kept */
 #define STORE_FETCH_ERROR_TTL 300   /* seconds a network failure is remembered */
 #define STORE_NBUCKETS 1024
+#define STORE_WAL_LIMIT_S "1048576" /* journal_size_limit: the WAL after a checkpoint */
+#define STORE_WAL_PAGES_S "256"     /* wal_autocheckpoint (pages of 4 KiB: 1 MiB) */
+#define STORE_VACUUM_STEP_S "64"    /* pages given back per incremental_vacuum step */
+#define STORE_NEG_MEMORY 16384      /* negative entries kept in memory (default) */
+#define STORE_NEG_RECHECK_S 60      /* ... each believed this long before SQLite is read again */
 
 typedef struct hot {
   char *key;
   symtab st;
+  unsigned flags; /* STORE_F_*; fixed once indexed */
   size_t mem;
   int refs;
   bool dead; /* no longer indexed (evicted or replaced); freed at the last release */
@@ -91,6 +98,8 @@ struct store {
   sqlite3 *pool[STORE_MAX_POOL];
   int npool;
   pthread_mutex_t write_mu;
+  struct store_neg *neg;           /* negative entries in memory (store_neg.c) */
+  _Atomic uint64_t module_reads;   /* store__load_module calls: reads of SQLite for a module */
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -172,6 +181,7 @@ typedef struct {
   char source[256], error[256];
   st_ident ident;
   uint32_t source_link;
+  unsigned flags; /* STORE_F_* (the image_names column) */
 } module_row;
 
 /* Reads the `modules` row of key into *r; true when there is one.  *rc_out
@@ -188,11 +198,29 @@ int store__insert_module(sqlite3 *db, const char *key, const symtab *st, const c
 /* Deletes a module's row (its arrays go with it: ON DELETE CASCADE). */
 int store__delete_module(sqlite3 *db, int64_t id);
 
+/* ---- store_neg.c --------------------------------------------------------- */
+
+typedef struct store_neg store_neg;
+store_neg *store__neg_new(size_t max);
+void store__neg_free(store_neg *n);
+/* true when key has a live negative entry in memory: out's neg, error and
+ * expires_at are set. */
+bool store__neg_get(store_neg *n, const char *key, int64_t now, store_entry *out);
+/* Remembers (or refreshes) a negative entry that expires at expires_at. */
+void store__neg_put(store_neg *n, const char *key, store_neg_kind kind, const char *error,
+                    int64_t expires_at, int64_t now);
+void store__neg_drop(store_neg *n, const char *key);
+void store__neg_clear(store_neg *n);
+void store__neg_stats(store_neg *n, uint64_t *entries, uint64_t *hits);
+
 /* ---- store_hot.c ---------------------------------------------------------- */
 
 void store__hot_free(hot *h);
 /* Takes key out of the hot set (a pinned copy stays valid until released). */
 void store__hot_drop(store *s, const char *key);
+/* Drops key from the hot set when its table there lacks one of flags (a
+ * table with them was just stored: the next store_get reads that one). */
+void store__hot_drop_lacking(store *s, const char *key, unsigned flags);
 /* Takes every module out of the hot set (pinned copies stay valid). */
 void store__hot_clear(store *s);
 
