@@ -902,10 +902,13 @@ def main():
         # the threads the settings allow (docs/concurrency.md)
         if event_loop:
             # main, the event loop, the request workers, the sweeper, the download
-            # workers, the network thread (no resolver threads: every source is an IP)
-            thread_bound = 3 + int(eff["http_threads"]) + int(eff["request_workers"]) + int(eff["download_workers"])
-            thread_formula = "3 + http_threads %s + request_workers %s + download_workers %s" % (
-                eff["http_threads"], eff["request_workers"], eff["download_workers"])
+            # workers, the network thread (no resolver threads: every source is an
+            # IP), and the cache writer where tables are stored after the answer
+            fixed = 4 if "persist_queue" in keys else 3
+            thread_bound = fixed + int(eff["http_threads"]) + int(eff["request_workers"]) + \
+                int(eff["download_workers"])
+            thread_formula = "%d + http_threads %s + request_workers %s + download_workers %s" % (
+                fixed, eff["http_threads"], eff["request_workers"], eff["download_workers"])
         else:
             # main, libmicrohttpd's listener and one thread per connection, the
             # download workers, the network thread
