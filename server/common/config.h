@@ -28,6 +28,7 @@ typedef struct {
   uint64_t max_body_bytes;
   uint64_t max_frames;
   uint64_t max_modules;
+  uint64_t max_answer_bytes;  /* largest answer body (bytes) */
   uint64_t max_inflight;
   uint64_t max_connections;
   uint64_t connection_timeout; /* seconds */

@@ -22,35 +22,68 @@
 
 #include <jansson.h>
 
+#include "jarena.h"
+#include "jsonw.h"
 #include "log.h"
 #include "metrics.h"
-#include "render_json.h"
+#include "render.h"
 
 /* ---- responses ------------------------------------------------------------ */
 
-static void set_json(api_response *out, unsigned status, json_t *root) {
+/* Answers are written with jsonw.h straight into the buffer that becomes the
+ * response body (http.c hands it to libmicrohttpd as it is).  A writer is
+ * capped at max_answer_bytes: an answer that would pass it is a 400 (the
+ * request asks for too much, as with max_frames); out of memory is a 500. */
+
+static const char oom_body[] = "{\"error\":\"out of memory\"}";
+
+static void set_static(api_response *out, unsigned status, const char *text, size_t n) {
   out->status = status;
   out->content_type = "application/json";
-  out->body = json_dumps(root, JSON_COMPACT);
-  json_decref(root);
-  if (!out->body) {
-    out->status = 500;
-    static const char oom[] = "{\"error\":\"out of memory\"}";
-    out->body = malloc(sizeof oom);
-    if (out->body)
-      memcpy(out->body, oom, sizeof oom);
+  out->body = malloc(n + 1);
+  if (out->body)
+    memcpy(out->body, text, n + 1);
+  out->len = out->body ? n : 0;
+}
+
+/* The writer's text as the response body; the writer is left empty. */
+static void set_body(api_response *out, unsigned status, jsonw *w, const api *a) {
+  jsonw_err e = jsonw_error(w);
+  size_t n = 0;
+  char *text = e ? NULL : jsonw_take(w, &n);
+  jsonw_free(w);
+  if (text) {
+    out->status = status;
+    out->content_type = "application/json";
+    out->body = text;
+    out->len = n;
+    return;
   }
-  out->len = out->body ? strlen(out->body) : 0;
+  if (e == JSONW_E_LIMIT && a) {
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "the answer would be larger than max_answer_bytes = %llu; send fewer frames",
+             (unsigned long long)a->cfg->max_answer_bytes);
+    api_error(out, 400, msg, "frames");
+    return;
+  }
+  set_static(out, 500, oom_body, sizeof oom_body - 1);
 }
 
 void api_error(api_response *out, unsigned status, const char *msg, const char *field) {
-  json_t *e = json_object();
-  /* render_string: msg may quote request bytes (a method, a JSON token) that
-   * are not UTF-8, which json_string refuses */
-  json_object_set_new(e, "error", render_string(msg));
-  if (field)
-    json_object_set_new(e, "field", render_string(field));
-  set_json(out, status, e);
+  jsonw w;
+  jsonw_init(&w, 256, 0);
+  jsonw_obj(&w);
+  /* msg may quote request bytes (a method, a JSON token) that are not
+   * UTF-8: the writer replaces them with U+FFFD */
+  jsonw_key(&w, "error");
+  jsonw_str(&w, msg);
+  if (field) {
+    jsonw_key(&w, "field");
+    jsonw_str(&w, field);
+  }
+  jsonw_obj_end(&w);
+  set_body(out, status, &w, NULL);
 }
 
 /* ---- routing -------------------------------------------------------------- */
@@ -261,41 +294,48 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
   return true;
 }
 
+/* fail() for frames[i] and the field sfx (".rva"); the name is formatted
+ * only when a frame fails, not for every frame that parses. */
+static bool frame_fail(req_error *e, size_t i, const char *sfx, const char *msg,
+                       const char *detail) {
+  char f[96];
+  snprintf(f, sizeof f, "frames[%zu]%s", i, sfx);
+  return fail(e, f, msg, detail);
+}
+
 static bool parse_frame(const json_t *fr, size_t i, size_t nmodules, req_frame *out,
                         req_error *err) {
-  char f[96];
+  const char *sfx; /* the field at fault after "frames[i]" */
   memset(out, 0, sizeof *out);
   if (!json_is_object(fr)) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return fail(err, f, "a frame must be an object", NULL);
+    return frame_fail(err, i, "", "a frame must be an object", NULL);
   }
   uint64_t v;
   const json_t *mo = json_object_get(fr, "module");
-  snprintf(f, sizeof f, "frames[%zu].module", i);
+  sfx = ".module";
   if (!mo)
-    return fail(err, f, "module is required", NULL);
+    return frame_fail(err, i, sfx, "module is required", NULL);
   num_result r = get_number(mo, UINT32_MAX, &v);
   if (r == NUM_BAD)
-    return fail(err, f, "module must be an integer or a 0x hex string", NULL);
+    return frame_fail(err, i, sfx, "module must be an integer or a 0x hex string", NULL);
   if (r == NUM_RANGE || v >= nmodules)
-    return fail(err, f, "module index out of range", NULL);
+    return frame_fail(err, i, sfx, "module index out of range", NULL);
   out->module = (uint32_t)v;
   const json_t *rva = json_object_get(fr, "rva");
   const json_t *tok = json_object_get(fr, "token");
   if (rva && tok) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return fail(err, f, "a frame has either rva or token, not both", NULL);
+    return frame_fail(err, i, "", "a frame has either rva or token, not both", NULL);
   }
   if (!rva && !tok) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return fail(err, f, "a frame needs rva (native) or token and il_offset (managed)", NULL);
+    return frame_fail(err, i, "", "a frame needs rva (native) or token and il_offset (managed)",
+                      NULL);
   }
   if (rva) {
     out->kind = FR_NATIVE;
-    snprintf(f, sizeof f, "frames[%zu].rva", i);
+    sfx = ".rva";
     r = get_number(rva, UINT64_MAX, &v);
     if (r == NUM_BAD)
-      return fail(err, f, "rva must be an integer or a 0x hex string", NULL);
+      return frame_fail(err, i, sfx, "rva must be an integer or a 0x hex string", NULL);
     out->rva = v;
     if (r == NUM_RANGE) {
       out->invalid = true;
@@ -308,22 +348,22 @@ static bool parse_frame(const json_t *fr, size_t i, size_t nmodules, req_frame *
     return true;
   }
   out->kind = FR_MANAGED;
-  snprintf(f, sizeof f, "frames[%zu].token", i);
+  sfx = ".token";
   r = get_number(tok, UINT64_MAX, &v);
   if (r == NUM_BAD)
-    return fail(err, f, "token must be an integer or a 0x hex string", NULL);
+    return frame_fail(err, i, sfx, "token must be an integer or a 0x hex string", NULL);
   out->rva = r == NUM_OK ? v : 0;
   if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06) {
     out->invalid = true;
     out->why = "token is not a MethodDef token (0x06xxxxxx)";
   }
   const json_t *il = json_object_get(fr, "il_offset");
-  snprintf(f, sizeof f, "frames[%zu].il_offset", i);
+  sfx = ".il_offset";
   if (!il)
-    return fail(err, f, "a managed frame needs il_offset", NULL);
+    return frame_fail(err, i, sfx, "a managed frame needs il_offset", NULL);
   r = get_number(il, UINT64_MAX, &v);
   if (r == NUM_BAD)
-    return fail(err, f, "il_offset must be an integer or a 0x hex string", NULL);
+    return frame_fail(err, i, sfx, "il_offset must be an integer or a 0x hex string", NULL);
   out->il = r == NUM_OK ? v : 0;
   if (!out->invalid && (r == NUM_RANGE || v > UINT32_MAX)) {
     out->invalid = true;
@@ -349,8 +389,7 @@ static frame_status module_frame_status(mod_status s) {
   return FS_INVALID;
 }
 
-static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
-                            frame_status *st_out) {
+static frame_status answer_frame(jsonw *w, const api *a, const req_frame *fr, req_module *m) {
   frame_status st;
   const char *err = NULL;
   st_answer ans;
@@ -387,29 +426,52 @@ static json_t *answer_frame(const api *a, const req_frame *fr, req_module *m,
       .retry_after = st == FS_PENDING ? (long long)a->cfg->retry_after : -1,
       .input = NULL,
   };
-  *st_out = st;
-  return render_frame_obj(&m->rm, &f);
+  render_frame_w(w, &m->rm, &f);
+  return st;
 }
 
-static json_t *answer_module(const api *a, const req_module *m) {
-  json_t *o = json_object();
+static void answer_module(jsonw *w, const api *a, const req_module *m) {
   char id[48];
   module_debug_id(m->id.guid, m->id.age, id);
-  json_object_set_new(o, "debug_file", json_string(m->id.debug_file));
-  json_object_set_new(o, "debug_id", json_string(id));
-  json_object_set_new(o, "status", json_string(mod_status_name(m->h.status)));
+  jsonw_obj(w);
+  jsonw_key(w, "debug_file");
+  jsonw_str(w, m->id.debug_file);
+  jsonw_key(w, "debug_id");
+  jsonw_str(w, id);
+  jsonw_key(w, "status");
+  jsonw_str(w, mod_status_name(m->h.status));
   const char *fmt = format_name(m->h.format ? m->h.format : m->id.format);
-  json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
-  if (m->h.source[0])
-    json_object_set_new(o, "source", render_string(m->h.source));
+  jsonw_key(w, "format");
+  if (fmt)
+    jsonw_str(w, fmt);
   else
-    json_object_set_new(o, "source", json_null());
-  json_object_set_new(o, "from_cache", json_boolean(m->h.from_cache));
-  if (m->h.status != MOD_FOUND && m->h.error[0])
-    json_object_set_new(o, "error", render_string(m->h.error));
-  if (m->h.status == MOD_PENDING)
-    json_object_set_new(o, "retry_after", json_integer((json_int_t)a->cfg->retry_after));
-  return o;
+    jsonw_null(w);
+  jsonw_key(w, "source");
+  if (m->h.source[0])
+    jsonw_str(w, m->h.source);
+  else
+    jsonw_null(w);
+  jsonw_key(w, "from_cache");
+  jsonw_bool(w, m->h.from_cache);
+  if (m->h.status != MOD_FOUND && m->h.error[0]) {
+    jsonw_key(w, "error");
+    jsonw_str(w, m->h.error);
+  }
+  if (m->h.status == MOD_PENDING) {
+    jsonw_key(w, "retry_after");
+    jsonw_uint(w, a->cfg->retry_after);
+  }
+  jsonw_obj_end(w);
+}
+
+/* A writer for an answer of about nframes frames: room for a typical answer
+ * up front (pages not touched cost nothing), the cap from the settings. */
+static void answer_writer(jsonw *w, const api *a, size_t nframes) {
+  uint64_t guess = 256 + (uint64_t)nframes * 256;
+  uint64_t max = a->cfg->max_answer_bytes ? a->cfg->max_answer_bytes : UINT64_MAX;
+  if (max > SIZE_MAX - 1)
+    max = SIZE_MAX - 1;
+  jsonw_init(w, (size_t)(guess < max ? guess : max), (size_t)max);
 }
 
 /* A module listed twice in one request is resolved once: later entries point
@@ -462,12 +524,32 @@ static void release_modules(api *a, req_module *mods, size_t n) {
   }
 }
 
+/* The parsed body's tree lives in a per-request arena (jarena.h): a bump of a
+ * pointer per value instead of a malloc, and no walk of the tree to free it.
+ * Its cap: API_ARENA_FACTOR times the body, plus API_ARENA_SLACK.  jansson's
+ * tree of a typical body is 12 to 15 times the body's size; bodies made of
+ * empty containers come closest to the cap. */
+#define API_ARENA_FACTOR 64u
+#define API_ARENA_SLACK ((size_t)1 << 20)
+
+static size_t arena_cap(size_t len) {
+  return len > (SIZE_MAX - API_ARENA_SLACK) / API_ARENA_FACTOR
+             ? SIZE_MAX
+             : len * API_ARENA_FACTOR + API_ARENA_SLACK;
+}
+
 /* The request body as JSON (duplicate keys refused), or NULL after a 400
- * naming where the JSON broke. */
-static json_t *parse_body(const char *body, size_t len, api_response *out) {
+ * naming where the JSON broke (413 when the tree would pass the arena's cap). */
+static json_t *parse_body(const char *body, size_t len, const jarena *ja, api_response *out) {
   json_error_t jerr;
   json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) {
+  if (!root && jarena_failed(ja)) {
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "request body too complex: parsing it takes more than %zu bytes of memory",
+             ja->cap);
+    api_error(out, 413, msg, NULL);
+  } else if (!root) {
     char msg[300];
     snprintf(msg, sizeof msg, "invalid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
              jerr.column);
@@ -476,8 +558,9 @@ static json_t *parse_body(const char *body, size_t len, api_response *out) {
   return root;
 }
 
-static void symbolicate(api *a, const char *body, size_t len, api_response *out) {
-  json_t *root = parse_body(body, len, out);
+static void symbolicate(api *a, const char *body, size_t len, const jarena *ja,
+                        api_response *out) {
+  json_t *root = parse_body(body, len, ja, out);
   if (!root)
     return;
   req_module *mods = NULL;
@@ -546,34 +629,37 @@ static void symbolicate(api *a, const char *body, size_t len, api_response *out)
   uint64_t deadline = engine_now_ms() + timeout_ms;
   resolve_modules(a, mods, nm, deadline);
 
-  json_t *ans = json_object();
-  json_t *af = json_array();
+  jsonw w;
+  answer_writer(&w, a, nf);
+  jsonw_obj(&w);
+  jsonw_key(&w, "frames");
+  jsonw_arr(&w);
   uint64_t counts[FS__COUNT] = {0};
   for (size_t i = 0; i < nf; i++) {
-    frame_status st;
     req_module *m = &mods[mods[frames[i].module].same];
-    json_array_append_new(af, answer_frame(a, &frames[i], m, &st));
-    counts[st]++;
+    counts[answer_frame(&w, a, &frames[i], m)]++;
   }
-  json_t *am = json_array();
+  jsonw_arr_end(&w);
+  jsonw_key(&w, "modules");
+  jsonw_arr(&w);
   for (size_t i = 0; i < nm; i++) {
-    json_array_append_new(am, answer_module(a, &mods[mods[i].same]));
+    answer_module(&w, a, &mods[mods[i].same]);
     if (mods[i].same == i)
       mt_module(mods[i].h.status);
   }
+  jsonw_arr_end(&w);
+  jsonw_obj_end(&w);
   for (int s = 0; s < FS__COUNT; s++)
     if (counts[s])
       mt_frames((frame_status)s, counts[s]);
-  json_object_set_new(ans, "frames", af);
-  json_object_set_new(ans, "modules", am);
   release_modules(a, mods, nm);
-  set_json(out, 200, ans);
+  set_body(out, 200, &w, a);
   out->frames = (long)nf;
   out->modules = (long)nm;
 done:
   free(mods);
   free(frames);
-  json_decref(root);
+  /* root is in the request's arena: api_handle drops it with the arena */
 }
 
 /* ---- POST /symbolicate/v5 (Mozilla's symbolication API v5) -------------------- */
@@ -647,51 +733,158 @@ static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t 
   return true;
 }
 
-static json_t *v5_frame(size_t index, const json_t *e, const v5_job *j, const req_module *mods) {
-  json_t *o = json_object();
-  json_object_set_new(o, "frame", json_integer((json_int_t)index));
+/* One frame of a v5 answer; true when it has a function (an answered frame). */
+static bool v5_frame(jsonw *w, size_t index, const json_t *e, const v5_job *j,
+                     const req_module *mods) {
+  jsonw_obj(w);
+  jsonw_key(w, "frame");
+  jsonw_uint(w, index);
   json_int_t idx = json_integer_value(json_array_get(e, 0));
   uint64_t off = 0;
   num_result r = get_number(json_array_get(e, 1), UINT64_MAX, &off);
   const req_module *m = NULL;
   if (idx >= 0 && (size_t)idx < json_array_size(j->map)) {
     m = &mods[mods[j->mod_first + (size_t)idx].same];
-    json_object_set_new(o, "module", json_string(m->id.debug_file));
+    jsonw_key(w, "module");
+    jsonw_str(w, m->id.debug_file);
   }
-  json_object_set_new(o, "module_offset", r == NUM_OK ? render_hex(off, 0) : json_string("0x0"));
-  if (!m || r != NUM_OK || off > UINT32_MAX || m->h.status != MOD_FOUND)
-    return o;
+  jsonw_key(w, "module_offset");
+  jsonw_hex(w, r == NUM_OK ? off : 0, 0);
   st_answer ans;
-  st_lookup_rva(m->h.st, (uint32_t)off, &ans);
-  if (ans.status != ST_OK || ans.nsyms < 1)
-    return o;
-  const st_symbol *outer = &ans.syms[ans.nsyms - 1];
-  json_object_set_new(o, "function", render_string(outer->function ? outer->function : ""));
-  if (outer->has_offset)
-    json_object_set_new(o, "function_offset", render_hex(outer->function_offset, 0));
-  if (outer->file && outer->has_line)
-    json_object_set_new(o, "file", render_string(outer->file));
-  if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE)
-    json_object_set_new(o, "line", json_integer(outer->line));
-  if (ans.nsyms > 1) {
-    json_t *inl = json_array();
-    for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
-      const st_symbol *s = &ans.syms[i];
-      json_t *x = json_object();
-      json_object_set_new(x, "function", render_string(s->function ? s->function : ""));
-      if (s->file && s->has_line)
-        json_object_set_new(x, "file", render_string(s->file));
-      if (s->has_line && s->line && s->line != ST_HIDDEN_LINE)
-        json_object_set_new(x, "line", json_integer(s->line));
-      json_array_append_new(inl, x);
-    }
-    json_object_set_new(o, "inlines", inl);
+  bool found = m && r == NUM_OK && off <= UINT32_MAX && m->h.status == MOD_FOUND;
+  if (found) {
+    st_lookup_rva(m->h.st, (uint32_t)off, &ans);
+    found = ans.status == ST_OK && ans.nsyms >= 1;
   }
-  return o;
+  if (found) {
+    const st_symbol *outer = &ans.syms[ans.nsyms - 1];
+    jsonw_key(w, "function");
+    jsonw_str(w, outer->function);
+    if (outer->has_offset) {
+      jsonw_key(w, "function_offset");
+      jsonw_hex(w, outer->function_offset, 0);
+    }
+    if (outer->file && outer->has_line) {
+      jsonw_key(w, "file");
+      jsonw_str(w, outer->file);
+    }
+    if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE) {
+      jsonw_key(w, "line");
+      jsonw_uint(w, outer->line);
+    }
+    if (ans.nsyms > 1) {
+      jsonw_key(w, "inlines");
+      jsonw_arr(w);
+      for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
+        const st_symbol *s = &ans.syms[i];
+        jsonw_obj(w);
+        jsonw_key(w, "function");
+        jsonw_str(w, s->function);
+        if (s->file && s->has_line) {
+          jsonw_key(w, "file");
+          jsonw_str(w, s->file);
+        }
+        if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
+          jsonw_key(w, "line");
+          jsonw_uint(w, s->line);
+        }
+        jsonw_obj_end(w);
+      }
+      jsonw_arr_end(w);
+    }
+  }
+  jsonw_obj_end(w);
+  return found;
 }
 
-static void symbolicate_v5(api *a, const char *body, size_t len, api_response *out) {
-  json_t *root = parse_body(body, len, out);
+/* A memoryMap entry's key in found_modules: "debug_file/breakpad_id" as
+ * given (each up to a NUL inside it, as a C string). */
+typedef struct {
+  const char *key;
+  size_t len;
+  size_t idx;   /* the entry's index in the job's memoryMap */
+  size_t first; /* the first entry of the job with the same key */
+  size_t last;  /* the last one (its value is the one written) */
+} v5_key;
+
+static int v5_key_cmp(const void *pa, const void *pb) {
+  const v5_key *a = *(const v5_key *const *)pa, *b = *(const v5_key *const *)pb;
+  if (a->len != b->len)
+    return a->len < b->len ? -1 : 1;
+  int c = memcmp(a->key, b->key, a->len);
+  if (c)
+    return c;
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* found_modules: one member per distinct key, at its first entry's place,
+ * with the value of its last entry (what setting the members of a jansson
+ * object entry by entry gave). */
+static void v5_found_modules(jsonw *w, const v5_job *j, req_module *mods) {
+  size_t n = json_array_size(j->map), bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *e = json_array_get(j->map, i);
+    bytes += strlen(json_string_value(json_array_get(e, 0))) +
+             strlen(json_string_value(json_array_get(e, 1))) + 1;
+  }
+  v5_key *keys = calloc(n ? n : 1, sizeof *keys);
+  v5_key **order = calloc(n ? n : 1, sizeof *order);
+  char *text = malloc(bytes ? bytes : 1);
+  jsonw_obj(w);
+  if (!keys || !order || !text) {
+    if (!w->err)
+      w->err = JSONW_E_NOMEM;
+    n = 0;
+  }
+  char *p = text;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *e = json_array_get(j->map, i);
+    const char *f = json_string_value(json_array_get(e, 0));
+    const char *id = json_string_value(json_array_get(e, 1));
+    size_t fl = strlen(f), il = strlen(id);
+    memcpy(p, f, fl);
+    p[fl] = '/';
+    memcpy(p + fl + 1, id, il);
+    keys[i] = (v5_key){p, fl + 1 + il, i, i, i};
+    order[i] = &keys[i];
+    p += fl + 1 + il;
+  }
+  if (n > 1) {
+    qsort(order, n, sizeof *order, v5_key_cmp);
+    for (size_t g = 0; g < n;) {
+      size_t h = g + 1;
+      while (h < n && order[h]->len == order[g]->len &&
+             !memcmp(order[h]->key, order[g]->key, order[g]->len))
+        h++;
+      for (size_t k = g; k < h; k++) { /* order[g..h): one key, by index */
+        order[k]->first = order[g]->idx;
+        order[k]->last = order[h - 1]->idx;
+      }
+      g = h;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    const req_module *m = &mods[j->mod_first + i];
+    if (!m->skip && m->same == (size_t)(m - mods))
+      mt_module(m->h.status);
+    if (keys[i].first != i)
+      continue;
+    const req_module *v = &mods[j->mod_first + keys[i].last];
+    jsonw_key_str(w, keys[i].key, keys[i].len);
+    if (v->skip)
+      jsonw_null(w);
+    else
+      jsonw_bool(w, mods[v->same].h.status == MOD_FOUND);
+  }
+  jsonw_obj_end(w);
+  free(keys);
+  free(order);
+  free(text);
+}
+
+static void symbolicate_v5(api *a, const char *body, size_t len, const jarena *ja,
+                           api_response *out) {
+  json_t *root = parse_body(body, len, ja, out);
   if (!root)
     return;
   v5_job jobs[V5_MAX_JOBS];
@@ -748,60 +941,44 @@ static void symbolicate_v5(api *a, const char *body, size_t len, api_response *o
     }
   }
   resolve_modules(a, mods, nm, engine_now_ms() + a->cfg->default_timeout * 1000u);
-  json_t *results = json_array();
+  jsonw w;
+  answer_writer(&w, a, nf);
+  jsonw_obj(&w);
+  jsonw_key(&w, "results");
+  jsonw_arr(&w);
   uint64_t counts[FS__COUNT] = {0};
   for (size_t i = 0; i < njobs; i++) {
     const v5_job *j = &jobs[i];
-    json_t *res = json_object(), *stacks = json_array(), *found = json_object();
+    jsonw_obj(&w);
+    jsonw_key(&w, "stacks");
+    jsonw_arr(&w);
     size_t si;
     const json_t *stack;
     json_array_foreach(j->stacks, si, stack) {
-      json_t *st = json_array();
+      jsonw_arr(&w);
       size_t k;
       const json_t *e;
-      json_array_foreach(stack, k, e) {
-        json_t *fo = v5_frame(k, e, j, mods);
-        counts[json_object_get(fo, "function") ? FS_OK : FS_MISSING_SYMBOLS]++;
-        json_array_append_new(st, fo);
-      }
-      json_array_append_new(stacks, st);
+      json_array_foreach(stack, k, e)
+        counts[v5_frame(&w, k, e, j, mods) ? FS_OK : FS_MISSING_SYMBOLS]++;
+      jsonw_arr_end(&w);
     }
-    size_t mi;
-    const json_t *e;
-    json_array_foreach(j->map, mi, e) {
-      const req_module *m = &mods[j->mod_first + mi];
-      /* the key is the entry as given, however long (a fixed buffer cut it,
-       * even inside a UTF-8 sequence, which dropped the entry) */
-      const char *kf = json_string_value(json_array_get(e, 0));
-      const char *ki = json_string_value(json_array_get(e, 1));
-      size_t kcap = strlen(kf) + strlen(ki) + 2;
-      char *key = malloc(kcap);
-      const req_module *r = &mods[m->same];
-      if (key) {
-        snprintf(key, kcap, "%s/%s", kf, ki);
-        json_object_set_new(found, key,
-                            m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
-        free(key);
-      }
-      if (!m->skip && m->same == (size_t)(m - mods))
-        mt_module(m->h.status);
-    }
-    json_object_set_new(res, "stacks", stacks);
-    json_object_set_new(res, "found_modules", found);
-    json_array_append_new(results, res);
+    jsonw_arr_end(&w);
+    jsonw_key(&w, "found_modules");
+    v5_found_modules(&w, j, mods);
+    jsonw_obj_end(&w);
   }
+  jsonw_arr_end(&w);
+  jsonw_obj_end(&w);
   for (int s = 0; s < FS__COUNT; s++)
     if (counts[s])
       mt_frames((frame_status)s, counts[s]);
   release_modules(a, mods, nm);
-  json_t *ans = json_object();
-  json_object_set_new(ans, "results", results);
-  set_json(out, 200, ans);
+  set_body(out, 200, &w, a);
   out->frames = (long)nf;
   out->modules = (long)nm;
 done:
   free(mods);
-  json_decref(root);
+  /* root is in the request's arena: api_handle drops it with the arena */
 }
 
 /* ---- GET /modules/{debug_file}/{debug_id} ------------------------------------ */
@@ -847,33 +1024,56 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   bool known = engine_peek(a->eng, &m, &h);
   if (!known)
     snprintf(h.error, sizeof h.error, "not in the cache and not being fetched");
-  json_t *o = json_object();
   char id[48];
   module_debug_id(m.guid, m.age, id);
-  json_object_set_new(o, "debug_file", render_string(m.debug_file)); /* from the URL: any bytes */
-  json_object_set_new(o, "debug_id", json_string(id));
-  json_object_set_new(o, "status", json_string(known ? mod_status_name(h.status) : "unknown"));
-  json_object_set_new(o, "cached", json_boolean(h.from_cache));
+  jsonw w;
+  jsonw_init(&w, 1024, 0);
+  jsonw_obj(&w);
+  jsonw_key(&w, "debug_file");
+  jsonw_str(&w, m.debug_file); /* from the URL: any bytes */
+  jsonw_key(&w, "debug_id");
+  jsonw_str(&w, id);
+  jsonw_key(&w, "status");
+  jsonw_str(&w, known ? mod_status_name(h.status) : "unknown");
+  jsonw_key(&w, "cached");
+  jsonw_bool(&w, h.from_cache);
   const char *fmt = format_name(h.format ? h.format : m.format);
-  json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
-  if (h.source[0])
-    json_object_set_new(o, "source", render_string(h.source));
-  if ((!known || h.status != MOD_FOUND) && h.error[0])
-    json_object_set_new(o, "error", render_string(h.error));
+  jsonw_key(&w, "format");
+  if (fmt)
+    jsonw_str(&w, fmt);
+  else
+    jsonw_null(&w);
+  if (h.source[0]) {
+    jsonw_key(&w, "source");
+    jsonw_str(&w, h.source);
+  }
+  if ((!known || h.status != MOD_FOUND) && h.error[0]) {
+    jsonw_key(&w, "error");
+    jsonw_str(&w, h.error);
+  }
   if (h.status == MOD_FOUND && h.st) {
     const symtab *st = h.st;
-    json_t *c = json_object();
-    json_object_set_new(c, "functions", json_integer((json_int_t)st->nfuncs));
-    json_object_set_new(c, "lines", json_integer((json_int_t)st->nlines));
-    json_object_set_new(c, "inline_sites", json_integer((json_int_t)st->ninlines));
-    json_object_set_new(c, "publics", json_integer((json_int_t)st->npublics));
-    json_object_set_new(c, "methods", json_integer((json_int_t)st->nmethods));
-    json_object_set_new(c, "sequence_points", json_integer((json_int_t)st->nseqpts));
-    json_object_set_new(o, "counts", c);
-    json_object_set_new(o, "memory_bytes", json_integer((json_int_t)st_memory_size(st)));
+    jsonw_key(&w, "counts");
+    jsonw_obj(&w);
+    jsonw_key(&w, "functions");
+    jsonw_uint(&w, st->nfuncs);
+    jsonw_key(&w, "lines");
+    jsonw_uint(&w, st->nlines);
+    jsonw_key(&w, "inline_sites");
+    jsonw_uint(&w, st->ninlines);
+    jsonw_key(&w, "publics");
+    jsonw_uint(&w, st->npublics);
+    jsonw_key(&w, "methods");
+    jsonw_uint(&w, st->nmethods);
+    jsonw_key(&w, "sequence_points");
+    jsonw_uint(&w, st->nseqpts);
+    jsonw_obj_end(&w);
+    jsonw_key(&w, "memory_bytes");
+    jsonw_uint(&w, st_memory_size(st));
   }
+  jsonw_obj_end(&w);
   engine_release(a->eng, &h);
-  set_json(out, known ? 200 : 404, o);
+  set_body(out, known ? 200 : 404, &w, NULL);
 }
 
 /* ---- the rest ---------------------------------------------------------------- */
@@ -883,26 +1083,37 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
   memset(out, 0, sizeof *out);
   out->frames = out->modules = -1;
   switch (route) {
-  case RT_SYMBOLICATE:
-    symbolicate(a, body ? body : "", len, out);
+  case RT_SYMBOLICATE: {
+    jarena ja;
+    jarena_begin(&ja, arena_cap(len));
+    symbolicate(a, body ? body : "", len, &ja, out);
+    jarena_end(&ja);
     return;
+  }
   case RT_MODULES:
     module_info(a, path, query_format, out);
     return;
   case RT_HEALTH: {
-    json_t *o = json_object();
-    json_object_set_new(o, "status", json_string("ok"));
-    set_json(out, 200, o);
+    static const char ok_body[] = "{\"status\":\"ok\"}";
+    set_static(out, 200, ok_body, sizeof ok_body - 1);
+    if (!out->body)
+      set_static(out, 500, oom_body, sizeof oom_body - 1);
     return;
   }
   case RT_READY: {
     const char *why = "the cache database is not open";
-    json_t *o = json_object();
     bool ok = !a->draining && engine_ready(a->eng);
-    json_object_set_new(o, "status", json_string(ok ? "ready" : "not ready"));
-    if (!ok)
-      json_object_set_new(o, "error", json_string(a->draining ? "shutting down" : why));
-    set_json(out, ok ? 200 : 503, o);
+    jsonw w;
+    jsonw_init(&w, 128, 0);
+    jsonw_obj(&w);
+    jsonw_key(&w, "status");
+    jsonw_str(&w, ok ? "ready" : "not ready");
+    if (!ok) {
+      jsonw_key(&w, "error");
+      jsonw_str(&w, a->draining ? "shutting down" : why);
+    }
+    jsonw_obj_end(&w);
+    set_body(out, ok ? 200 : 503, &w, NULL);
     if (!ok)
       out->retry_after = (unsigned)a->cfg->retry_after;
     return;
@@ -918,9 +1129,13 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
     out->content_type = "text/plain; version=0.0.4; charset=utf-8";
     return;
   }
-  case RT_SYMBOLICATE_V5:
-    symbolicate_v5(a, body ? body : "", len, out);
+  case RT_SYMBOLICATE_V5: {
+    jarena ja;
+    jarena_begin(&ja, arena_cap(len));
+    symbolicate_v5(a, body ? body : "", len, &ja, out);
+    jarena_end(&ja);
     return;
+  }
   case RT_OTHER:
   case RT__COUNT:
     break;

@@ -58,7 +58,7 @@ typedef struct {
 
 typedef struct {
   unsigned status;
-  char *body;               /* malloc'd; the caller frees */
+  char *body;               /* malloc'd; the caller owns it (http.c hands it to libmicrohttpd as it is) */
   size_t len;
   const char *content_type; /* static */
   const char *allow;        /* 405: the Allow header, static; else NULL */

@@ -105,9 +105,12 @@ static enum MHD_Result scan_cl(void *cls, enum MHD_ValueKind kind, const char *k
 
 static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c, req_ctx *r,
                                      api_response *ar) {
-  struct MHD_Response *resp = MHD_create_response_from_buffer(ar->len, ar->body ? ar->body : "",
-                                                              MHD_RESPMEM_MUST_COPY);
-  free(ar->body);
+  /* the answer's buffer goes to libmicrohttpd as it is, which frees it */
+  struct MHD_Response *resp =
+      ar->body ? MHD_create_response_from_buffer(ar->len, ar->body, MHD_RESPMEM_MUST_FREE)
+               : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!resp)
+    free(ar->body);
   ar->body = NULL;
   if (!resp)
     return MHD_NO;

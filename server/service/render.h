@@ -3,9 +3,16 @@
  * frame"): the one frame renderer, which the HTTP routes (api.c) and the CLI
  * (`pdbsym lookup`, `pdbsym dump`) both use.
  *
- * This header names no jansson type: its functions return JSON text.  The
- * service's own files build answers from the jansson objects of
- * internal/render_json.h instead (jansson is the service's library, see
+ * Frames are written into a JSON writer (jsonw.h): api.c writes a whole
+ * answer into one buffer that goes to libmicrohttpd as it is; the CLI takes
+ * one line at a time as text (the *_json functions).  The bytes are those
+ * jansson's json_dumps(JSON_COMPACT) printed for the objects this renderer
+ * built before (tests/unit/test_render_equiv.c compares the two), except
+ * that a string that is not valid UTF-8 is now always written with U+FFFD
+ * for the bad bytes: before, fields other than names and paths (a frame's
+ * "error", the CLI's "address", dump's "file") disappeared instead.
+ *
+ * This header names no jansson type (jansson is the service's library, see
  * docs/architecture.md).
  *
  * Ownership: the char * results are malloc'd, one line of compact JSON
@@ -18,14 +25,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jsonw.h"
 #include "symtab.h"
 
-struct json_t;
+/* One entry of a Source Link "documents" map (internal to render.c). */
+typedef struct render_sl_entry render_sl_entry;
 
 /* Per-module rendering state: the module's Source Link map, parsed once. */
 typedef struct {
   const symtab *st;
-  struct json_t *sourcelink; /* internal: the "documents" object, or NULL */
+  render_sl_entry *sl; /* internal: the "documents" entries in the file's order, or NULL */
+  size_t nsl;
 } render_module;
 
 void render_module_init(render_module *rm, const symtab *st);
@@ -51,20 +61,25 @@ typedef struct {
   const char *input;         /* not NULL: "address", the text as given (the CLI's invalid lines) */
 } render_frame;
 
+/* Writes the frame object as the next value of w. */
+void render_frame_w(jsonw *w, const render_module *rm, const render_frame *f);
 char *render_frame_json(const render_module *rm, const render_frame *f);
 
 /* A frame answered by a lookup in one module, as the CLI prints it: status
  * "ok" with the symbols, or "unknown_address" with an error naming the
  * address.  module < 0 omits the module field.  For a native frame pass
  * is_managed false and the rva; for managed the token and IL offset. */
+void render_answer_w(jsonw *w, const render_module *rm, const st_answer *a, int module,
+                     bool is_managed, uint32_t rva_or_token, uint32_t il_offset);
 char *render_answer_json(const render_module *rm, const st_answer *a, int module, bool is_managed,
                          uint32_t rva_or_token, uint32_t il_offset);
 
 /* What `pdbsym dump` prints of a table read from file: identity, format and
  * counts. */
+void render_symtab_w(jsonw *w, const symtab *st, const char *file);
 char *render_symtab_json(const symtab *st, const char *file);
 
-/* The jansson version the JSON is written with, e.g. "2.14" (static). */
+/* The jansson version the service parses JSON with, e.g. "2.14" (static). */
 const char *render_jansson_version(void);
 
 #endif
