@@ -11,22 +11,36 @@
  * by evicting least recently used modules; negative entries remember modules
  * that were not found or could not be read, for a while.
  *
- * On disk (schema/001_init.sql): a `modules` row per module (identity, counts,
- * sizes, timestamps, status, error) and the symtab's arrays as BLOB chunks of
- * at most 1 MiB; a module is loaded whole, so the arrays come back with one
- * sequential read each.  Every load checks the arrays' CRC-32 and indices; a
- * damaged module is logged, removed and reported as a miss.  WAL mode: a
- * crash leaves the last committed state.  A database that fails
+ * On disk (schema/): a `modules` row per module (identity, counts, sizes,
+ * timestamps, status, error) and, for a complete module, one table file in
+ * dir/tables/ holding the symtab's arrays and search indexes as in memory
+ * (store_codec.c has its format).  A load maps the file: the arrays are used
+ * where they lie and only the pages lookups touch are read, so a restart
+ * answers its first request without reading or copying the module.  The
+ * header is checked against the row at load (sizes, counts, offsets, the
+ * checksum it records): a file cut short, of another module or not a table
+ * file is a miss, logged, and the module removed.  The records are checked
+ * by a background thread right after (CRC-32 over the arrays and indexes,
+ * then ranges and sort orders) and by store_verify: a module that fails is
+ * logged, dropped and removed.  Until that check ends (about a tenth of a
+ * second for 150 MB), a module whose bytes rotted on disk may answer
+ * wrongly; lookups never read outside its arrays (parsers/symtab.c).  A
+ * module waiting for its check is pinned, so the hot set may pass its budget
+ * by those (at most 64) until they are checked.
+ * Modules of the older layout (BLOB chunks in `arrays`) are still read, by
+ * copying, with every check before use.  WAL mode: a crash leaves the last
+ * committed state; a table file is complete before its row commits, and a
+ * file no row names is removed at a later open.  A database that fails
  * PRAGMA quick_check at open, or has a newer or foreign schema, is renamed to
  * pdbsym.sqlite.broken-<time>-<pid> with a line on stderr, and a new one made.
  *
- * The cap: the database file stays at or under max_bytes (an ingest evicts
- * least recently used entries first, a few per transaction, and free pages
- * are reused or given back by incremental vacuum).  The WAL next to it is
- * outside the cap: up to one module's size during an ingest, truncated after
- * ingests over 4 MiB, else at most 8 MiB (journal_size_limit).  A module that
- * alone would pass the cap is refused (PS_E_LIMIT).  Lowering the cap takes
- * effect at the next ingest.
+ * The cap: the database's pages in use plus the complete modules' table
+ * files stay at or under max_bytes (an ingest evicts least recently used
+ * entries first, a few per transaction, and free pages are reused or given
+ * back by incremental vacuum).  The WAL next to the database is outside the
+ * cap: rows only, at most 8 MiB (journal_size_limit).  A module that alone
+ * would pass the cap is refused (PS_E_LIMIT).  Lowering the cap takes effect
+ * at the next ingest.
  *
  * Negative entries: missing (negative_missing_ttl), malformed
  * (negative_malformed_ttl), fetch error (5 minutes); a positive entry is
@@ -112,7 +126,10 @@ typedef struct {
   uint64_t negatives;       /* negative entries (expired ones included) */
   uint64_t data_bytes;      /* sum of the complete modules' array bytes */
   uint64_t line_rows;       /* sum of line rows + sequence points */
+  uint64_t table_bytes;     /* the complete modules' table files (counted in the cap) */
   uint64_t hot_modules, hot_bytes, mem_max_bytes; /* this process's hot set */
+  uint64_t verified, verify_failed, verify_skipped; /* this process's background checks */
+  uint64_t verify_pending;  /* modules waiting for their check or being checked (pinned) */
   int schema_version;
 } store_stats;
 ps_err store_get_stats(store *s, store_stats *out);

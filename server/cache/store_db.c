@@ -244,6 +244,7 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
   pthread_cond_init(&s->cv, NULL);
   pthread_mutex_init(&s->pool_mu, NULL);
   pthread_mutex_init(&s->write_mu, NULL);
+  pthread_cond_init(&s->verify_cv, NULL);
 
   ps_err result = PS_E_DATABASE;
   for (int attempt = 0; attempt < 2; attempt++) {
@@ -266,8 +267,10 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
       break;
     }
     result = migrate(db, diag);
-    if (result == PS_E_OK)
+    if (result == PS_E_OK) {
+      store__sweep_tables(s, db, true); /* files a crashed ingest left */
       store__conn_put(s, db);
+    }
     else
       sqlite3_close(db);
     break;
@@ -283,6 +286,7 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
 void store_close(store *s) {
   if (!s)
     return;
+  store__verify_stop(s);
   for (hot *h = s->lru_head, *next; h; h = next) {
     next = h->next;
     store__hot_free(h); /* a caller still holding a pin after close is a bug */
@@ -297,6 +301,7 @@ void store_close(store *s) {
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->pool_mu);
   pthread_mutex_destroy(&s->write_mu);
+  pthread_cond_destroy(&s->verify_cv);
   free(s->dir);
   free(s->path);
   free(s);
@@ -323,11 +328,16 @@ void store__touch(sqlite3 *db, const char *key, int64_t when) {
   sqlite3_busy_timeout(db, STORE_BUSY_MS);
 }
 
-/* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller),
- * STORE_NEGATIVE with out's neg/error/source, or STORE_MISS.  A damaged
- * module is logged and removed. */
-store_result store__load_module(store *s, const char *key, symtab *st, char *source,
-                                size_t source_cap, store_entry *out) {
+/* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller;
+ * mapped from its table file when map->base is set), STORE_NEGATIVE with
+ * out's neg/error/source, or STORE_MISS.  A damaged module is logged and
+ * removed. */
+store_result store__load_module(store *s, const char *key, symtab *st, store_map *map,
+                                char *table_file, char *source, size_t source_cap,
+                                store_entry *out) {
+  map->base = NULL;
+  map->len = 0;
+  table_file[0] = '\0';
   sqlite3 *db = store__conn_get(s);
   if (!db)
     return STORE_MISS;
@@ -335,7 +345,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
   store_result result = STORE_MISS;
   module_row r;
   int rc;
-  char why[256];
+  char why[512];
   const char *bad = NULL;
   exec(db, "BEGIN"); /* one snapshot for the row and its arrays */
   bool found = store__read_row(db, key, &r, &rc);
@@ -346,12 +356,18 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
       copy_str(out->source, sizeof out->source, r.source);
       result = STORE_NEGATIVE;
     }
-  } else if (found && r.layout == STORE_LAYOUT) {
+  } else if (found && (r.layout == STORE_LAYOUT_FILE || r.layout == STORE_LAYOUT_ROWS)) {
     bool transient;
-    bad = store__load_arrays(db, &r, st, true, why, sizeof why, &transient);
+    /* a table file is mapped and its header checked; its records are
+     * checked in the background (store_hot.c) */
+    bad = r.layout == STORE_LAYOUT_FILE
+              ? store__map_table(s, &r, key, st, map, why, sizeof why, &transient)
+              : store__load_arrays(db, &r, st, true, why, sizeof why, &transient);
     if (!bad) {
       result = STORE_HIT;
       copy_str(source, source_cap, r.source);
+      if (r.layout == STORE_LAYOUT_FILE)
+        copy_str(table_file, 40, r.table_file);
     } else if (transient) {
       fprintf(stderr, "pdbsym: cache: could not read module %s from %s (%s)\n", key, s->path,
               bad);
@@ -366,7 +382,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
     if (exec(db, "BEGIN IMMEDIATE") == SQLITE_OK) {
       module_row again;
       if (store__read_row(db, key, &again, &rc) && again.id == r.id)
-        store__delete_module(db, r.id);
+        store__delete_module(s, db, r.id);
       exec(db, "COMMIT");
     }
     pthread_mutex_unlock(&s->write_mu);
@@ -375,6 +391,30 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
   }
   store__conn_put(s, db);
   return result;
+}
+
+bool store__drop_damaged(store *s, const char *key, const char *table_file, const char *why) {
+  fprintf(stderr, "pdbsym: cache: module %s in %s is damaged (%s); removing it\n", key, s->path,
+          why);
+  bool dropped = false;
+  pthread_mutex_lock(&s->write_mu);
+  sqlite3 *db = store__conn_get(s);
+  if (db && exec(db, "BEGIN IMMEDIATE") == SQLITE_OK) {
+    module_row r;
+    int rc;
+    if (store__read_row(db, key, &r, &rc) && r.status == 0 && !strcmp(r.table_file, table_file))
+      dropped = store__delete_module(s, db, r.id) == SQLITE_OK;
+    if (exec(db, "COMMIT") != SQLITE_OK)
+      dropped = false;
+  }
+  store__conn_put(s, db);
+  pthread_mutex_unlock(&s->write_mu);
+  return dropped;
+}
+
+uint64_t store__cap_bytes(sqlite3 *db) {
+  return used_bytes(db) +
+         (uint64_t)query_int(db, "SELECT total(file_bytes) FROM modules WHERE status = 0", 0);
 }
 
 /* ---- writing ---------------------------------------------------------------- */
@@ -391,7 +431,7 @@ static void shrink_if_over(store *s, sqlite3 *db) {
  * STORE_EVICT_STEP are gone, in the open transaction; returns how many. */
 static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
   int n = 0;
-  while (n < STORE_EVICT_STEP && used_bytes(db) + need > s->cfg.max_bytes) {
+  while (n < STORE_EVICT_STEP && store__cap_bytes(db) + need > s->cfg.max_bytes) {
     sqlite3_stmt *q = NULL;
     int64_t id = -1;
     if (sqlite3_prepare_v2(db,
@@ -403,7 +443,7 @@ static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
         id = sqlite3_column_int64(q, 0);
     }
     sqlite3_finalize(q);
-    if (id < 0 || store__delete_module(db, id) != SQLITE_OK)
+    if (id < 0 || store__delete_module(s, db, id) != SQLITE_OK)
       break;
     n++;
   }
@@ -427,20 +467,35 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
     kind_ref r = store__kind((symtab *)(uintptr_t)st, k);
     data_bytes += (uint64_t)*r.n * r.elem;
   }
-  /* overflow pages carry 4 bytes of header each; rows and index cells are small */
-  uint64_t need = data_bytes + data_bytes / 256 + (64u << 10);
+  /* the table file: the arrays and indexes, 64-byte aligned, plus a header;
+   * the row and its index cells are small */
+  uint64_t index_bytes = (uint64_t)(st->nline_idx + st->nfunc_idx + st->nir_maxend +
+                                    2 * st->nfunc_lines) * sizeof(uint32_t);
+  uint64_t need = data_bytes + index_bytes + 13 * 64 + (64u << 10);
   if (need > s->cfg.max_bytes)
     return ps_diag_set(diag, PS_E_LIMIT, "cache", (size_t)-1,
                        "module %s needs about %" PRIu64 " bytes, more than the cache cap of %" PRIu64
                        " bytes (raise PDBSYM_CACHE_MAX_BYTES)",
                        key, need, s->cfg.max_bytes);
   uint32_t checksum = store__checksum(st);
+  /* the file first, complete and renamed into place, then the row that
+   * names it (a crash between the two leaves a file no row names: swept) */
+  char table_file[40];
+  uint64_t file_bytes = 0;
+  ps_err werr = store__write_table(s, key, st, checksum, table_file, &file_bytes, diag);
+  if (werr != PS_E_OK)
+    return werr;
+  need = file_bytes + (64u << 10);
+  bool kept = false;
 
   pthread_mutex_lock(&s->write_mu);
   sqlite3 *db = store__conn_get(s);
   ps_err result = PS_E_OK;
   if (!db) {
     pthread_mutex_unlock(&s->write_mu);
+    char path[1300];
+    store__table_path(s, table_file, path, sizeof path);
+    unlink(path);
     return ps_diag_set(diag, PS_E_DATABASE, "cache", (size_t)-1, "cannot open %s", s->path);
   }
   bool done = false;
@@ -456,7 +511,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
         exec(db, "COMMIT"); /* somebody else ingested it first: one copy */
         break;
       }
-      if (store__delete_module(db, r.id) != SQLITE_OK) {
+      if (store__delete_module(s, db, r.id) != SQLITE_OK) {
         result = db_fail(db, diag, "cannot replace an old entry");
         break;
       }
@@ -464,7 +519,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
       result = db_fail(db, diag, "cannot read the module table");
       break;
     }
-    if (used_bytes(db) + need > s->cfg.max_bytes) {
+    if (store__cap_bytes(db) + need > s->cfg.max_bytes) {
       /* make room: a bounded step per transaction, so readers and other
        * writers get their turn, then try again */
       int n = evict_step(s, db, key, need);
@@ -481,7 +536,8 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
       }
       continue;
     }
-    if (store__insert_module(db, key, st, source, data_bytes, checksum, now_s()) != SQLITE_OK) {
+    if (store__insert_module(db, key, st, source, data_bytes, checksum, table_file, file_bytes,
+                             now_s()) != SQLITE_OK) {
       result = db_fail(db, diag, "cannot store the module");
       break;
     }
@@ -489,13 +545,16 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
       result = db_fail(db, diag, "cannot commit the module");
       break;
     }
+    kept = true;
     done = true;
   }
-  if (result == PS_E_OK) {
-    shrink_if_over(s, db);
-    if (data_bytes > ((uint64_t)4 << 20))
-      exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+  if (!kept) { /* refused, raced or failed: the file no row names goes now */
+    char path[1300];
+    store__table_path(s, table_file, path, sizeof path);
+    unlink(path);
   }
+  if (result == PS_E_OK)
+    shrink_if_over(s, db);
   store__conn_put(s, db);
   pthread_mutex_unlock(&s->write_mu);
   return result;
