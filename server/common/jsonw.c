@@ -315,27 +315,30 @@ void jsonw_str(jsonw *w, const char *s) { jsonw_strn(w, s, s ? strlen(s) : 0); }
 
 /* ---- numbers and literals --------------------------------------------------- */
 
-/* tmp[i..24) after the separator (if due), in one write */
-static void put_tail(jsonw *w, char *tmp, size_t i) {
-  if (jsonw__sep(w))
-    tmp[--i] = ',';
-  char *p = room(w, 24 - i);
-  if (p) {
-    memcpy(p, tmp + i, 24 - i);
-    w->len += 24 - i;
+/* Decimal digits of v. */
+static inline unsigned ndigits(uint64_t v) {
+  unsigned n = 1;
+  while (v >= 10000) {
+    v /= 10000;
+    n += 4;
   }
+  return n + (v >= 10) + (v >= 100) + (v >= 1000);
 }
 
+/* The separator (if due), a sign, the digits: written in place. */
 static void put_u64(jsonw *w, uint64_t v, bool neg) {
-  char tmp[24];
-  size_t i = sizeof tmp;
+  size_t c = jsonw__sep(w), d = ndigits(v), n = c + neg + d;
+  char *p = room(w, n);
+  if (!p)
+    return;
+  p[0] = ',';
+  p[c] = '-';
+  char *q = p + n;
   do {
-    tmp[--i] = (char)('0' + v % 10);
+    *--q = (char)('0' + v % 10);
     v /= 10;
   } while (v);
-  if (neg)
-    tmp[--i] = '-';
-  put_tail(w, tmp, i);
+  w->len += n;
 }
 
 void jsonw_int(jsonw *w, int64_t v) {
@@ -348,23 +351,28 @@ void jsonw_int(jsonw *w, int64_t v) {
 void jsonw_uint(jsonw *w, uint64_t v) { put_u64(w, v, false); }
 
 void jsonw_hex(jsonw *w, uint64_t v, int width) {
-  char tmp[24];
-  size_t i = sizeof tmp;
-  tmp[--i] = '"';
-  int digits = 0;
-  do {
-    tmp[--i] = hexdig[v & 15];
-    v >>= 4;
+  unsigned digits = 1;
+  for (uint64_t x = v >> 4; x; x >>= 4)
     digits++;
-  } while (v);
   if (width > 16)
     width = 16;
-  for (; digits < width; digits++)
-    tmp[--i] = '0';
-  tmp[--i] = 'x';
-  tmp[--i] = '0';
-  tmp[--i] = '"';
-  put_tail(w, tmp, i);
+  if (width > 0 && (unsigned)width > digits)
+    digits = (unsigned)width;
+  size_t c = jsonw__sep(w), n = c + 4 + digits; /* "0x...": quotes and prefix */
+  char *p = room(w, n);
+  if (!p)
+    return;
+  p[0] = ',';
+  p[c] = '"';
+  p[c + 1] = '0';
+  p[c + 2] = 'x';
+  char *q = p + n - 1;
+  *q = '"';
+  for (unsigned i = 0; i < digits; i++) {
+    *--q = hexdig[v & 15];
+    v >>= 4;
+  }
+  w->len += n;
 }
 
 void jsonw_bool(jsonw *w, bool v) {

@@ -242,28 +242,35 @@ static bool parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1], const cha
          module_parse_file_name(json_string_value(s), out, MODULE_NAME_MAX + 1, why);
 }
 
-static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *err) {
+/* fail() for modules[i] and the field sfx (".debug_id"), named only on a
+ * failure. */
+static bool module_fail(req_error *e, size_t i, const char *sfx, const char *msg,
+                        const char *detail) {
   char f[96];
+  snprintf(f, sizeof f, "modules[%zu]%s", i, sfx);
+  return fail(e, f, msg, detail);
+}
+
+static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *err) {
+  const char *sfx; /* the field at fault after "modules[i]" */
   const char *why = NULL;
   memset(out, 0, sizeof *out);
-  if (!json_is_object(m)) {
-    snprintf(f, sizeof f, "modules[%zu]", i);
-    return fail(err, f, "a module must be an object", NULL);
-  }
+  if (!json_is_object(m))
+    return module_fail(err, i, "", "a module must be an object", NULL);
   const json_t *df = json_object_get(m, "debug_file");
-  snprintf(f, sizeof f, "modules[%zu].debug_file", i);
+  sfx = ".debug_file";
   if (!json_is_string(df))
-    return fail(err, f, "debug_file must be a string", NULL);
+    return module_fail(err, i, sfx, "debug_file must be a string", NULL);
   if (!parse_name(df, out->id.debug_file, &why))
-    return fail(err, f, "invalid debug_file: ", reason(why));
+    return module_fail(err, i, sfx, "invalid debug_file: ", reason(why));
   const json_t *di = json_object_get(m, "debug_id");
-  snprintf(f, sizeof f, "modules[%zu].debug_id", i);
+  sfx = ".debug_id";
   if (!json_is_string(di))
-    return fail(err, f, "debug_id must be a string", NULL);
+    return module_fail(err, i, sfx, "debug_id must be a string", NULL);
   if (!module_parse_debug_id(json_string_value(di), out->id.guid, &out->id.age, &why))
-    return fail(err, f, "invalid debug_id: ", reason(why));
+    return module_fail(err, i, sfx, "invalid debug_id: ", reason(why));
   const json_t *fm = json_object_get(m, "format");
-  snprintf(f, sizeof f, "modules[%zu].format", i);
+  sfx = ".format";
   if (fm && !json_is_null(fm)) {
     const char *s = json_is_string(fm) ? json_string_value(fm) : "";
     if (!strcmp(s, "windows"))
@@ -271,24 +278,24 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
     else if (!strcmp(s, "portable"))
       out->id.format = ST_FORMAT_PORTABLE;
     else
-      return fail(err, f, "format must be \"windows\" or \"portable\"", NULL);
+      return module_fail(err, i, sfx, "format must be \"windows\" or \"portable\"", NULL);
   }
   const json_t *cf = json_object_get(m, "code_file");
-  snprintf(f, sizeof f, "modules[%zu].code_file", i);
+  sfx = ".code_file";
   if (cf && !json_is_null(cf)) {
     if (!json_is_string(cf))
-      return fail(err, f, "code_file must be a string", NULL);
+      return module_fail(err, i, sfx, "code_file must be a string", NULL);
     if (!parse_name(cf, out->id.code_file, &why))
-      return fail(err, f, "invalid code_file: ", reason(why));
+      return module_fail(err, i, sfx, "invalid code_file: ", reason(why));
   }
   const json_t *ci = json_object_get(m, "code_id");
-  snprintf(f, sizeof f, "modules[%zu].code_id", i);
+  sfx = ".code_id";
   if (ci && !json_is_null(ci)) {
     if (!json_is_string(ci))
-      return fail(err, f, "code_id must be a string", NULL);
+      return module_fail(err, i, sfx, "code_id must be a string", NULL);
     if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp, &out->id.code_size,
                               &why))
-      return fail(err, f, "invalid code_id: ", reason(why));
+      return module_fail(err, i, sfx, "invalid code_id: ", reason(why));
     out->id.has_code_id = true;
   }
   return true;
