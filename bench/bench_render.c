@@ -6,7 +6,8 @@
  *   2. every frame looked up and rendered (render_answer_w) into one JSON
  *      answer in one jsonw buffer, as api.c does per request.
  *
- *   bench_render ROUNDS PDB:RVA,RVA,... [PDB:RVA,...]...
+ *   bench_render ROUNDS PDB:RVA,RVA,... [PDB:@FILE]...
+ * (@FILE: the RVAs in a file, separated by commas or white space)
  * Prints microseconds per frame for both, and frames per CPU second of the
  * second.
  */
@@ -61,9 +62,24 @@ int main(int argc, char **argv) {
       return fprintf(stderr, "cannot read %s\n", spec), 1;
     m->st.budget = NULL;
     filemap_close(&fm);
-    m->rvas = calloc(strlen(colon + 1) / 2 + 2, sizeof *m->rvas);
-    for (char *t = strtok(colon + 1, ","); t; t = strtok(NULL, ","))
+    char *list = colon + 1, *text = NULL;
+    if (list[0] == '@') { /* long lists do not fit in one argument */
+      FILE *f = fopen(list + 1, "rb");
+      if (!f)
+        return fprintf(stderr, "cannot open %s\n", list + 1), 1;
+      fseek(f, 0, SEEK_END);
+      long len = ftell(f);
+      fseek(f, 0, SEEK_SET);
+      text = calloc((size_t)len + 1, 1);
+      if (!text || fread(text, 1, (size_t)len, f) != (size_t)len)
+        return fprintf(stderr, "cannot read %s\n", list + 1), 1;
+      fclose(f);
+      list = text;
+    }
+    m->rvas = calloc(strlen(list) / 2 + 2, sizeof *m->rvas);
+    for (char *t = strtok(list, ", \t\r\n"); t; t = strtok(NULL, ", \t\r\n"))
       m->rvas[m->n++] = (uint32_t)strtoul(t, NULL, 0);
+    free(text);
     total += m->n;
   }
   /* 1. lookups alone */
