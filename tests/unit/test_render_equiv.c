@@ -813,6 +813,40 @@ static void error_requests(void) {
   cfg.max_modules = mm;
 }
 
+/* max_answer_bytes: an answer that would pass it is a 400 naming the
+ * setting; the same request under a cap it fits is answered. */
+static void answer_cap(void) {
+  json_t *b = json_object(), *ms = json_array(), *fs = json_array();
+  json_array_append_new(ms, module_entry(&mods[0]));
+  for (uint64_t k = 0; k < 200; k++)
+    json_array_append_new(fs, frame_of(0, &mods[0], k));
+  json_object_set_new(b, "modules", ms);
+  json_object_set_new(b, "frames", fs);
+  char *text = json_dumps(b, JSON_COMPACT);
+  json_decref(b);
+  api_response r;
+  api_handle(&the_api, RT_SYMBOLICATE, "/symbolicate", NULL, text, strlen(text), &r);
+  CHECK_EQ_U(r.status, 200);
+  size_t need = r.len;
+  free(r.body);
+  uint64_t keep = cfg.max_answer_bytes;
+  cfg.max_answer_bytes = need - 1;
+  api_handle(&the_api, RT_SYMBOLICATE, "/symbolicate", NULL, text, strlen(text), &r);
+  CHECK_EQ_U(r.status, 400);
+  json_t *j = json_loadb(r.body, r.len, 0, NULL);
+  CHECK_EQ_S(json_string_value(json_object_get(j, "field")), "frames");
+  CHECK(strstr(json_string_value(json_object_get(j, "error")), "max_answer_bytes") != NULL);
+  json_decref(j);
+  free(r.body);
+  cfg.max_answer_bytes = need;
+  api_handle(&the_api, RT_SYMBOLICATE, "/symbolicate", NULL, text, strlen(text), &r);
+  CHECK_EQ_U(r.status, 200);
+  CHECK_EQ_U(r.len, need);
+  free(r.body);
+  cfg.max_answer_bytes = keep;
+  free(text);
+}
+
 static void other_routes(void) {
   char path[512];
   for (size_t i = 0; i < nmods; i++) {
@@ -850,6 +884,7 @@ TEST(every_answer_of_the_routes_is_the_same) {
     v5_requests();
     error_requests();
     other_routes();
+    answer_cap();
     engine_close(eng);
   }
   if (nftw(base_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
