@@ -141,6 +141,7 @@ ps_err store_evict(store *s, const char *key) {
       result = store__delete_module(s, db, r.id) == SQLITE_OK ? PS_E_OK : PS_E_DATABASE;
     if (exec(db, "COMMIT") != SQLITE_OK)
       result = PS_E_DATABASE;
+    store__unlink_doomed(s, db);
     if (result == PS_E_OK)
       exec(db, "PRAGMA incremental_vacuum");
   }

@@ -577,7 +577,7 @@ const char *store__load_arrays(sqlite3 *db, const module_row *r, symtab *st, boo
   return NULL;
 }
 
-int store__delete_module(const store *s, sqlite3 *db, int64_t id) {
+int store__delete_module(store *s, sqlite3 *db, int64_t id) {
   sqlite3_stmt *q = NULL;
   char file[40] = "";
   if (sqlite3_prepare_v2(db, "SELECT table_file FROM modules WHERE id = ?", -1, &q, NULL) ==
@@ -595,14 +595,43 @@ int store__delete_module(const store *s, sqlite3 *db, int64_t id) {
     rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
   }
   sqlite3_finalize(q);
-  /* the file goes now, before the commit: should the transaction fail, the
-   * row names a missing file, which a load reports as damage and removes */
+  /* the file goes after the transaction (store__unlink_doomed): a crash
+   * before its commit must not leave the row without its file */
   if (rc == SQLITE_OK && file[0]) {
-    char path[1300];
-    store__table_path(s, file, path, sizeof path);
-    unlink(path);
+    if (s->ndoomed == s->cdoomed) {
+      size_t nc = s->cdoomed ? s->cdoomed * 2 : 16;
+      void *p = realloc(s->doomed, nc * sizeof *s->doomed);
+      if (p) {
+        s->doomed = p;
+        s->cdoomed = nc;
+      }
+    }
+    if (s->ndoomed < s->cdoomed) /* else left for the sweep of a later open */
+      copy_str(s->doomed[s->ndoomed++], sizeof s->doomed[0], file);
   }
   return rc;
+}
+
+void store__unlink_doomed(store *s, sqlite3 *db) {
+  if (!s->ndoomed)
+    return;
+  if (db && !sqlite3_get_autocommit(db))
+    exec(db, "ROLLBACK"); /* a commit that failed: what it deleted is back */
+  sqlite3_stmt *q = NULL;
+  bool ok = db && sqlite3_prepare_v2(db, "SELECT 1 FROM modules WHERE table_file = ?", -1, &q,
+                                     NULL) == SQLITE_OK;
+  for (size_t i = 0; ok && i < s->ndoomed; i++) {
+    sqlite3_bind_text(q, 1, s->doomed[i], -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    if (rc == SQLITE_DONE) { /* no row names it (the delete committed) */
+      char path[1300];
+      store__table_path(s, s->doomed[i], path, sizeof path);
+      unlink(path);
+    }
+  }
+  sqlite3_finalize(q);
+  s->ndoomed = 0;
 }
 
 uint64_t store__sweep_tables(store *s, sqlite3 *db, bool fix) {

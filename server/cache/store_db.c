@@ -302,6 +302,7 @@ void store_close(store *s) {
   pthread_mutex_destroy(&s->pool_mu);
   pthread_mutex_destroy(&s->write_mu);
   pthread_cond_destroy(&s->verify_cv);
+  free(s->doomed);
   free(s->dir);
   free(s->path);
   free(s);
@@ -385,6 +386,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, store_map
         store__delete_module(s, db, r.id);
       exec(db, "COMMIT");
     }
+    store__unlink_doomed(s, db);
     pthread_mutex_unlock(&s->write_mu);
   } else if (result == STORE_HIT) {
     store__touch(db, key, now);
@@ -407,6 +409,7 @@ bool store__drop_damaged(store *s, const char *key, const char *table_file, cons
     if (exec(db, "COMMIT") != SQLITE_OK)
       dropped = false;
   }
+  store__unlink_doomed(s, db);
   store__conn_put(s, db);
   pthread_mutex_unlock(&s->write_mu);
   return dropped;
@@ -553,6 +556,7 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
     store__table_path(s, table_file, path, sizeof path);
     unlink(path);
   }
+  store__unlink_doomed(s, db); /* the files of the modules it evicted or replaced */
   if (result == PS_E_OK)
     shrink_if_over(s, db);
   store__conn_put(s, db);

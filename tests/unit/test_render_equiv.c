@@ -631,6 +631,7 @@ static void symbolicate_requests(void) {
   json_object_set_new(all, "modules", am);
   json_object_set_new(all, "frames", af);
   char *text = json_dumps(all, JSON_COMPACT);
+  json_decref(all);
   api_response warm;
   api_handle(&the_api, RT_SYMBOLICATE, "/symbolicate", NULL, text, strlen(text), &warm);
   CHECK_EQ_U(warm.status, 200);

@@ -33,10 +33,11 @@
  * older layout (STORE_LAYOUT_ROWS: the arrays as BLOB chunks of at most
  * STORE_CHUNK bytes in `arrays`) are still read, by copying.
  *
- * A table file is written and renamed into place before its row commits;
- * a file no row names (a crash between the two) is removed at the next
- * open once it is STORE_ORPHAN_SECONDS old.  Deleting a row unlinks its
- * file; a mapping already made stays valid.
+ * A table file is written and renamed into place before its row commits,
+ * and unlinked after the transaction that deleted its row, so a row always
+ * names a whole file; a file no row names (a crash between the two) is
+ * removed at a later open once it is STORE_ORPHAN_SECONDS old.  A mapping
+ * already made stays valid after the unlink.
  *
  * In memory: a hash table of finished symtabs (the hot set) with an LRU list
  * and reference counts, under one mutex.  SQLite connections come from a
@@ -114,6 +115,9 @@ struct store {
   sqlite3 *pool[STORE_MAX_POOL];
   int npool;
   pthread_mutex_t write_mu;
+  /* table files of rows deleted in the open write transaction (write_mu) */
+  char (*doomed)[40];
+  size_t ndoomed, cdoomed;
   /* the background check of mapped modules: one thread, started at the
    * first mapped load, a queue of at most STORE_VERIFY_QUEUE pinned entries */
   pthread_t verifier;
@@ -248,8 +252,12 @@ int store__insert_module(sqlite3 *db, const char *key, const symtab *st, const c
                          uint64_t data_bytes, uint32_t checksum, const char *table_file,
                          uint64_t file_bytes, int64_t now);
 /* Deletes a module's row (a layout-2 module's arrays go with it: ON DELETE
- * CASCADE) and unlinks its table file. */
-int store__delete_module(const store *s, sqlite3 *db, int64_t id);
+ * CASCADE) in the caller's transaction; its table file is noted (write_mu
+ * held) and unlinked by store__unlink_doomed once no row names it. */
+int store__delete_module(store *s, sqlite3 *db, int64_t id);
+/* After a transaction that deleted rows, committed or not (write_mu held):
+ * unlinks the noted table files no row names any more. */
+void store__unlink_doomed(store *s, sqlite3 *db);
 /* Removes table files no row names, STORE_ORPHAN_SECONDS old or more (with
  * fix false only counts them); returns how many. */
 uint64_t store__sweep_tables(store *s, sqlite3 *db, bool fix);
