@@ -11,15 +11,16 @@
 # lld-link /debug.  Result: OUT_DIR/big.exe and OUT_DIR/big.pdb.
 #
 # Size knobs (environment): GEN_FILES (32), GEN_FUNCS (100 per file),
-# GEN_STMTS (40 per function).  The defaults give a 119 MB PDB with 3.7 M line
-# rows and 286 k inline sites; the size grows with COPIES (20 should give ~150 MB).
+# GEN_STMTS (60 per function).  The defaults (15 copies) give a 159 MB PDB
+# with 48,003 functions, 5.09 M line rows and 403 k inline sites (issue 15's
+# benchmark file: 150 MB or more); the size grows with COPIES.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$(mktemp -d "${TMPDIR:-/tmp}/pdbsym-bigpdb.XXXXXX")}
-copies=${2:-16}
+copies=${2:-15}
 files=${GEN_FILES:-32}
 funcs=${GEN_FUNCS:-100}
-stmts=${GEN_STMTS:-40}
+stmts=${GEN_STMTS:-60}
 jobs=$(nproc)
 
 for tool in clang lld-link llvm-objcopy llvm-nm python3; do

@@ -309,3 +309,20 @@ ps_err msf_stream_scratch(msf_file *m, uint32_t idx, msf_stream_t *out, uint8_t 
   out->len = size;
   return PS_E_OK;
 }
+
+void msf_stream_ranges(const msf_file *m, uint32_t idx,
+                       void (*fn)(void *arg, const uint8_t *p, size_t n), void *arg) {
+  if (!fn || !msf_has_stream(m, idx))
+    return;
+  uint32_t size = m->sizes[idx], bs = m->block_size;
+  uint32_t nb = blocks_for(size, bs);
+  const uint32_t *bl = m->blocks + m->first[idx];
+  for (uint32_t i = 0; i < nb;) {
+    uint32_t j = i + 1;
+    while (j < nb && bl[j] == bl[j - 1] + 1)
+      j++;
+    size_t from = (size_t)i * bs, to = (size_t)j * bs < size ? (size_t)j * bs : size;
+    fn(arg, m->data + (size_t)bl[i] * bs, to - from);
+    i = j;
+  }
+}

@@ -65,11 +65,15 @@ bool msf_has_stream(const msf_file *m, uint32_t idx);
 ps_err msf_stream(msf_file *m, uint32_t idx, msf_stream_t *out, ps_diag *diag);
 void msf_stream_free(msf_file *m, msf_stream_t *s);
 
-
-
 /* Like msf_stream, but a non-contiguous stream is copied into *scratch
  * (grown as needed, from the budget; the caller frees it with free() and
  * releases *scratch_cap bytes), so one buffer serves many streams. */
 ps_err msf_stream_scratch(msf_file *m, uint32_t idx, msf_stream_t *out, uint8_t **scratch,
                           size_t *scratch_cap, ps_diag *diag);
+
+/* Calls fn once per run of consecutive blocks of stream idx, with the run's
+ * bytes in the file (the last block cut to the stream's size); nothing for a
+ * missing, nil or empty stream. */
+void msf_stream_ranges(const msf_file *m, uint32_t idx,
+                       void (*fn)(void *arg, const uint8_t *p, size_t n), void *arg);
 #endif

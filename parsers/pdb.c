@@ -23,13 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clrnames.h"
 #include "msf.h"
+#include "sourcelink.h"
 #include "undname.h"
 
 /* ---- record kinds (microsoft-pdb cvinfo.h) ------------------------------- */
 enum {
   S_END = 0x0006,
   S_THUNK32_ST = 0x0206,
+  S_OEM = 0x0404,
   S_LPROC32_ST = 0x100a,
   S_GPROC32_ST = 0x100b,
   S_PUB32_ST = 0x1009,
@@ -145,24 +148,32 @@ typedef struct {
   } *contribs;
   size_t ncontribs;
   uint32_t cur_mod;
-  /* modules (from the DBI module info), for cross-module id references */
+  /* lazy reading only (pdb_open): every contribution, code or not, sorted by
+   * start; contribution i's territory runs to contribution i+1's start */
+  struct contrib *terr;
+  size_t nterr, cterr;
+  bool want_terr;
+  /* modules (from the DBI module info; names borrow the DBI stream) */
   struct modinfo {
     const char *name;
     size_t name_len;
     size_t at;
     uint32_t sym, c11, c13;
     uint16_t sn;
+    bool exp_loaded;
+    /* the module's cross-scope exports, sorted by local id (read when
+     * another module first imports from it) */
+    uint32_t nexp;
+    struct xexport {
+      uint32_t local, global;
+    } *exp;
   } *mods;
-  size_t nmods;
+  size_t nmods, cmods;
+  msf_stream_t dbi;
+  uint16_t symrec; /* symbol record stream (publics), 0xFFFF for none */
   /* this module's cross-scope imports subsection (borrowed while it is read) */
   const uint8_t *imports;
   size_t imports_len;
-  /* every module's cross-scope exports, sorted by (module, local id) */
-  struct xexport {
-    uint32_t mod, local, global;
-  } *exports;
-  size_t nexports, cexports;
-  bool exports_loaded;
   /* /names */
   msf_stream_t names;
   const uint8_t *names_buf;
@@ -172,7 +183,11 @@ typedef struct {
   uint32_t ipi_begin, tpi_begin;
   uint32_t *ipi_off, *tpi_off;
   uint32_t nipi, ntpi;
-  bool tpi_tried;
+  bool ipi_tried, tpi_tried;
+  const pdb_options *opts; /* may be NULL */
+  /* lazy reading: read_publics adds only the publics this keeps */
+  bool (*pub_filter)(void *arg, uint32_t rva);
+  void *pub_arg;
   /* scratch reused across modules */
   uint8_t *scratch;
   size_t scratch_cap;
@@ -182,6 +197,27 @@ typedef struct {
   size_t nisrc, cisrc;
   manproc *mprocs;
   size_t nmprocs, cmprocs;
+  /* managed iterators: kickoff methods naming their state machine type (MD2
+   * "forward iterator" records), resolved against the modules' MoveNext
+   * methods once every module is read */
+  struct fwd_iter {
+    uint32_t mod, token;
+    size_t name, name_len; /* in fwd_names */
+  } *fwd;
+  size_t nfwd, cfwd;
+  char *fwd_names;
+  size_t fwd_names_len, cfwd_names;
+  struct movenext {
+    uint32_t mod;
+    size_t index; /* in st->methods */
+  } *mnext;
+  size_t nmnext, cmnext;
+  /* named streams with source information (PDB info stream's map) */
+  uint32_t srcsrv_sn;
+  struct sl_stream {
+    uint32_t ordinal, sn; /* "sourcelink" 0, "sourcelink$N" N */
+  } sl_streams[16];
+  size_t nsl_streams;
   char name[NAME_CAP];
 } pdb_ctx;
 
@@ -274,6 +310,16 @@ static bool foreign_code(const pdb_ctx *c, uint32_t src_rva) {
 static int cmp_contrib(const void *a, const void *b) {
   const struct contrib *x = a, *y = b;
   return x->rva < y->rva ? -1 : x->rva > y->rva;
+}
+
+/* by start, then size and module, so ties fall the same way on every run */
+static int cmp_terr(const void *a, const void *b) {
+  const struct contrib *x = a, *y = b;
+  if (x->rva != y->rva)
+    return x->rva < y->rva ? -1 : 1;
+  if (x->size != y->size)
+    return x->size < y->size ? -1 : 1;
+  return x->mod < y->mod ? -1 : x->mod > y->mod;
 }
 
 /* the first image rva > rva where an OMAP block starts, or UINT64_MAX */
@@ -530,44 +576,51 @@ static bool tpi_udt_name(pdb_ctx *c, uint32_t ti, const char **out, size_t *olen
 
 static int cmp_xexport(const void *a, const void *b) {
   const struct xexport *x = a, *y = b;
-  if (x->mod != y->mod)
-    return x->mod < y->mod ? -1 : 1;
-  return x->local < y->local ? -1 : x->local > y->local;
+  if (x->local != y->local)
+    return x->local < y->local ? -1 : 1;
+  return x->global < y->global ? -1 : x->global > y->global;
 }
 
-/* Reads every module's DEBUG_S_CROSSSCOPEEXPORTS (local id -> global IPI id
- * pairs).  Problems only cost the names of cross-module inlinees. */
-static void load_exports(pdb_ctx *c) {
-  c->exports_loaded = true;
+/* Reads one module's DEBUG_S_CROSSSCOPEEXPORTS (local id -> global IPI id
+ * pairs), counted first so the array has its exact size.  Problems only cost
+ * the names of cross-module inlinees. */
+static void load_exports(pdb_ctx *c, struct modinfo *mi) {
+  mi->exp_loaded = true;
   ps_diag d;
   ps_diag_clear(&d);
-  for (size_t i = 0; i < c->nmods; i++) {
-    const struct modinfo *mi = &c->mods[i];
-    msf_stream_t ms;
-    if (mi->sn == 0xFFFF || msf_stream(&c->msf, mi->sn, &ms, &d) != PS_E_OK)
-      continue;
-    uint64_t start = (uint64_t)mi->sym + mi->c11, end = start + mi->c13;
-    size_t pos = (size_t)start;
+  msf_stream_t ms;
+  if (mi->sn == 0xFFFF || msf_stream(&c->msf, mi->sn, &ms, &d) != PS_E_OK)
+    return;
+  uint64_t start = (uint64_t)mi->sym + mi->c11, end = start + mi->c13;
+  for (int pass = 0; pass < 2; pass++) {
+    size_t pos = (size_t)start, n = 0;
     while (end <= ms.len && pos + 8 <= end) {
       uint32_t kind = ld32(ms.data + pos), len = ld32(ms.data + pos + 4);
       if (len > end - pos - 8)
         break;
       if (kind == DEBUG_S_CROSSSCOPEEXPORTS) {
-        for (size_t k = pos + 8; k + 8 <= pos + 8 + len; k += 8) {
-          if (!grow_arr(c, (void **)&c->exports, &c->cexports, c->nexports, sizeof *c->exports))
-            break;
-          c->exports[c->nexports].mod = (uint32_t)i;
-          c->exports[c->nexports].local = ld32(ms.data + k);
-          c->exports[c->nexports].global = ld32(ms.data + k + 4);
-          c->nexports++;
+        for (size_t k = pos + 8; k + 8 <= pos + 8 + len; k += 8, n++) {
+          if (pass == 1 && n < mi->nexp) {
+            mi->exp[n].local = ld32(ms.data + k);
+            mi->exp[n].global = ld32(ms.data + k + 4);
+          }
         }
       }
       pos += 8 + (size_t)((len + 3u) & ~3u);
     }
-    msf_stream_free(&c->msf, &ms);
+    if (pass == 0) {
+      ps_err e = PS_E_OK;
+      if (n == 0 || n > UINT32_MAX ||
+          !(mi->exp = ps_alloc_array(c->budget, n, sizeof *mi->exp, &e)))
+        break;
+      mi->nexp = (uint32_t)n;
+    }
   }
-  if (c->nexports)
-    qsort(c->exports, c->nexports, sizeof *c->exports, cmp_xexport);
+  msf_stream_free(&c->msf, &ms);
+  /* by (local, global): of two entries for one local id (a malformed
+   * module), the smaller global id wins, whatever the order they came in */
+  if (mi->nexp)
+    qsort(mi->exp, mi->nexp, sizeof *mi->exp, cmp_xexport);
 }
 
 static bool name_eq_nocase(const char *a, size_t an, const char *b, size_t bn) {
@@ -607,15 +660,21 @@ static uint32_t resolve_item(pdb_ctx *c, uint32_t id) {
       const char *nm = names_at(c, name_off, &nl);
       if (!nm)
         return 0;
-      if (!c->exports_loaded)
-        load_exports(c);
       for (size_t m = 0; m < c->nmods; m++) {
-        if (!name_eq_nocase(c->mods[m].name, c->mods[m].name_len, nm, nl))
+        struct modinfo *mi = &c->mods[m];
+        if (!name_eq_nocase(mi->name, mi->name_len, nm, nl))
           continue;
-        struct xexport key = {(uint32_t)m, local, 0};
-        const struct xexport *hit =
-            c->nexports ? bsearch(&key, c->exports, c->nexports, sizeof key, cmp_xexport) : NULL;
-        return hit ? hit->global : 0;
+        if (!mi->exp_loaded)
+          load_exports(c, mi);
+        size_t lo = 0, hi = mi->nexp; /* the first entry with this local id */
+        while (lo < hi) {
+          size_t mid = lo + (hi - lo) / 2;
+          if (mi->exp[mid].local < local)
+            lo = mid + 1;
+          else
+            hi = mid;
+        }
+        return lo < mi->nexp && mi->exp[lo].local == local ? mi->exp[lo].global : 0;
       }
       return 0;
     }
@@ -624,10 +683,27 @@ static uint32_t resolve_item(pdb_ctx *c, uint32_t id) {
   return 0;
 }
 
+/* Indexes the IPI stream the first time an inlinee name is asked for (a
+ * broken IPI costs only inline names). */
+static void ipi_index(pdb_ctx *c) {
+  if (c->ipi_tried)
+    return;
+  c->ipi_tried = true;
+  ps_diag d;
+  ps_diag_clear(&d);
+  ps_diag *save = c->diag;
+  c->diag = &d;
+  if (msf_stream(&c->msf, 4, &c->ipi, c->diag) == PS_E_OK &&
+      index_types(c, &c->ipi, "IPI stream", &c->ipi_begin, &c->ipi_off, &c->nipi) != PS_E_OK)
+    c->nipi = 0;
+  c->diag = save;
+}
+
 /* Inlinee name as llvm-symbolizer forms it: "Class::name" for LF_MFUNC_ID,
  * "scope::name" for LF_FUNC_ID with a parent scope string. */
 static uint32_t inlinee_name(pdb_ctx *c, uint32_t id) {
   id = resolve_item(c, id);
+  ipi_index(c);
   uint16_t kind;
   const uint8_t *p;
   size_t len;
@@ -1003,12 +1079,259 @@ static bool emit_func(pdb_ctx *c, uint32_t rva, uint32_t len, void *arg) {
   return st_add_func(c->st, rva, len, a->name, a->flags);
 }
 
+/* ---- managed: generated code, async and iterator kickoffs ---------------
+ *
+ * Windows managed PDBs name each module after the type whose methods it
+ * holds ("Ns.Outer.<SumAsync>d__3", nested types joined with '.'), which is
+ * enough to tell a lambda or a state machine and the method the user wrote
+ * (clrnames.h) without the assembly.  Custom debug information is an S_OEM
+ * record inside the method's S_GMANPROC scope (microsoft-pdb cvinfo.h
+ * OEMSYMBOL; Roslyn's CustomDebugInfoWriter, DiaSymReader's SymWriter):
+ *
+ *   GUID {C6EA3FC9-59B3-49D6-BC25-09020BBAB460} (CCI's "msilMetaData") |
+ *   u32 type index (0) | name: UTF-16LE, NUL-terminated | data
+ *
+ *   "asyncMethodInfo" (ISymUnmanagedAsyncMethodPropertiesWriter, on MoveNext):
+ *       u32 kickoff method token | u32 catch handler IL offset (-1: none) |
+ *       u32 count | count x { u32 yield offset, u32 resume method, u32 resume offset }
+ *   "MD2" (Roslyn's custom debug information): u8 version (4) | u8 count |
+ *       u16 pad | records { u8 version | u8 kind | u8 pad | u8 align |
+ *       u32 size (header included) | payload }; kind 4 ("forward iterator",
+ *       StateMachineTypeName) on an iterator method names its state machine
+ *       type (UTF-16LE, NUL-terminated).  Iterators have no asyncMethodInfo.
+ */
+static const uint8_t GUID_MSIL_OEM[16] = {0xC9, 0x3F, 0xEA, 0xC6, 0xB3, 0x59, 0xD6, 0x49,
+                                          0xBC, 0x25, 0x09, 0x02, 0xBB, 0xAB, 0xB4, 0x60};
+enum { CDI_STATE_MACHINE_TYPE_NAME = 4 };
+
+/* UTF-16LE at p (n bytes, up to a NUL) as UTF-8 into out (cap bytes, cut
+ * there); returns the UTF-8 length and sets *used to the bytes read,
+ * including the NUL (0 when none follows). */
+static size_t utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap, size_t *used) {
+  size_t o = 0, i = 0;
+  *used = 0;
+  while (i + 1 < n) {
+    uint32_t u = ld16(p + i);
+    i += 2;
+    if (u == 0) {
+      *used = i;
+      return o;
+    }
+    if (u >= 0xD800 && u < 0xDC00 && i + 1 < n) {
+      uint32_t lo = ld16(p + i);
+      if (lo >= 0xDC00 && lo < 0xE000) {
+        u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        i += 2;
+      }
+    }
+    if (u >= 0xD800 && u < 0xE000)
+      u = 0xFFFD;
+    char b[4];
+    size_t k;
+    if (u < 0x80) {
+      b[0] = (char)u;
+      k = 1;
+    } else if (u < 0x800) {
+      b[0] = (char)(0xC0 | u >> 6);
+      b[1] = (char)(0x80 | (u & 0x3F));
+      k = 2;
+    } else if (u < 0x10000) {
+      b[0] = (char)(0xE0 | u >> 12);
+      b[1] = (char)(0x80 | ((u >> 6) & 0x3F));
+      b[2] = (char)(0x80 | (u & 0x3F));
+      k = 3;
+    } else {
+      b[0] = (char)(0xF0 | u >> 18);
+      b[1] = (char)(0x80 | ((u >> 12) & 0x3F));
+      b[2] = (char)(0x80 | ((u >> 6) & 0x3F));
+      b[3] = (char)(0x80 | (u & 0x3F));
+      k = 4;
+    }
+    if (k > cap - o)
+      break;
+    memcpy(out + o, b, k);
+    o += k;
+  }
+  return o;
+}
+
+/* The module being read, or NULL. */
+static const struct modinfo *cur_module(const pdb_ctx *c) {
+  return c->mods && c->cur_mod < c->nmods ? &c->mods[c->cur_mod] : NULL;
+}
+
+/* Generated code from the module's name and the method's (no assembly at
+ * hand): the user's method is "<module type>.<name>", nested types with '.'. */
+static void managed_user_from_module(pdb_ctx *c, size_t index, const char *nm, size_t nl) {
+  const struct modinfo *mi = cur_module(c);
+  if (!mi || !mi->name || !nm)
+    return;
+  cn_span parts[64];
+  size_t np = cn_split_dotted(mi->name, mi->name_len, parts, 64);
+  cn_user u;
+  cn_span meth = {nm, nl};
+  if (!cn_classify(parts, np, meth, &u))
+    return;
+  char buf[1024];
+  size_t tl = (size_t)(parts[u.keep - 1].p + parts[u.keep - 1].n - mi->name);
+  if (tl + 1 + u.user.n > sizeof buf)
+    return;
+  memcpy(buf, mi->name, tl);
+  buf[tl] = '.';
+  memcpy(buf + tl + 1, u.user.p, u.user.n);
+  st_set_method_user(c->st, index, (uint32_t)u.kind, st_str(c->st, buf, tl + 1 + u.user.n),
+                     u.local.n ? st_str(c->st, u.local.p, u.local.n) : 0);
+}
+
+/* An S_OEM record inside the managed method methods[index] (token). */
+static ps_err managed_oem(pdb_ctx *c, size_t index, uint32_t token, const uint8_t *p, size_t n) {
+  if (n < 20 || memcmp(p, GUID_MSIL_OEM, 16) != 0)
+    return PS_E_OK;
+  char name[32];
+  size_t used;
+  size_t nl = utf16_to_utf8(p + 20, n - 20, name, sizeof name, &used);
+  if (!used)
+    return PS_E_OK;
+  const uint8_t *d = p + 20 + used;
+  size_t dn = n - 20 - used;
+  if (nl == 15 && memcmp(name, "asyncMethodInfo", 15) == 0) {
+    if (dn < 4)
+      return PS_E_OK;
+    uint32_t kickoff = ld32(d);
+    if ((kickoff >> 24) == 0x06 && (kickoff & 0xFFFFFF) != 0 && kickoff != token &&
+        index < c->st->nmethods)
+      c->st->methods[index].kickoff = kickoff;
+    return PS_E_OK;
+  }
+  if (nl != 3 || memcmp(name, "MD2", 3) != 0 || dn < 4 || d[0] != 4)
+    return PS_E_OK;
+  unsigned count = d[1];
+  size_t pos = 4;
+  for (unsigned k = 0; k < count && pos + 8 <= dn; k++) {
+    uint32_t size = ld32(d + pos + 4);
+    if (size < 8 || size > dn - pos)
+      break;
+    if (d[pos] == 4 && d[pos + 1] == CDI_STATE_MACHINE_TYPE_NAME) {
+      const struct modinfo *mi = cur_module(c);
+      char tn[512];
+      size_t tu;
+      size_t tl = utf16_to_utf8(d + pos + 8, size - 8, tn, sizeof tn, &tu);
+      if (mi && tl && tu) {
+        if (!grow_arr(c, (void **)&c->fwd, &c->cfwd, c->nfwd, sizeof *c->fwd))
+          return c->diag->code;
+        size_t need = c->fwd_names_len + tl;
+        if (need > c->cfwd_names) {
+          size_t nc = c->cfwd_names ? c->cfwd_names * 2 : 1024;
+          while (nc < need)
+            nc *= 2;
+          ps_err e = PS_E_OK;
+          char *q = ps_realloc_array(c->budget, c->fwd_names, c->cfwd_names, nc, 1, &e);
+          if (!q)
+            return ps_diag_set(c->diag, e, "PDB scratch", (size_t)-1, "iterator names");
+          c->fwd_names = q;
+          c->cfwd_names = nc;
+        }
+        memcpy(c->fwd_names + c->fwd_names_len, tn, tl);
+        struct fwd_iter f = {c->cur_mod, token, c->fwd_names_len, tl};
+        c->fwd[c->nfwd++] = f;
+        c->fwd_names_len += tl;
+      }
+    }
+    pos += size;
+  }
+  return PS_E_OK;
+}
+
+typedef struct {
+  const char *name;
+  size_t len;
+  uint32_t mod;
+} mod_by_name;
+
+static int cmp_mod_by_name(const void *a, const void *b) {
+  const mod_by_name *x = a, *y = b;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int r = memcmp(x->name, y->name, n);
+  if (r)
+    return r;
+  if (x->len != y->len)
+    return x->len < y->len ? -1 : 1;
+  return x->mod < y->mod ? -1 : x->mod > y->mod;
+}
+
+/* Iterators: the MoveNext of module "<kickoff's module>.<state machine>"
+ * runs the kickoff method (the same pairing Portable PDBs' StateMachineMethod
+ * table records). */
+static ps_err resolve_iterators(pdb_ctx *c) {
+  if (!c->nfwd || !c->nmnext)
+    return PS_E_OK;
+  ps_err e = PS_E_OK;
+  mod_by_name *byname = ps_alloc_array(c->budget, c->nmods, sizeof *byname, &e);
+  char *want = byname ? ps_alloc_array(c->budget, NAME_CAP, 1, &e) : NULL;
+  if (!want) {
+    free(byname);
+    return ps_diag_set(c->diag, e, "PDB scratch", (size_t)-1, "module names");
+  }
+  for (size_t i = 0; i < c->nmods; i++) {
+    byname[i].name = c->mods[i].name ? c->mods[i].name : "";
+    byname[i].len = c->mods[i].name ? c->mods[i].name_len : 0;
+    byname[i].mod = (uint32_t)i;
+  }
+  qsort(byname, c->nmods, sizeof *byname, cmp_mod_by_name);
+  for (size_t f = 0; f < c->nfwd; f++) {
+    const struct fwd_iter *fi = &c->fwd[f];
+    const struct modinfo *km = &c->mods[fi->mod];
+    if (!km->name || km->name_len + 1 + fi->name_len > NAME_CAP)
+      continue;
+    memcpy(want, km->name, km->name_len);
+    want[km->name_len] = '.';
+    memcpy(want + km->name_len + 1, c->fwd_names + fi->name, fi->name_len);
+    mod_by_name key = {want, km->name_len + 1 + fi->name_len, 0};
+    size_t lo = 0, hi = c->nmods;
+    while (lo < hi) { /* first module with this name */
+      size_t mid = lo + (hi - lo) / 2;
+      if (cmp_mod_by_name(&byname[mid], &key) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    /* the record names the type without its generic arity ("<Project>d__3"
+     * for the module "...<Project>d__3`1"): take the name itself or name`N */
+    uint32_t target = UINT32_MAX;
+    for (size_t k = lo; k < c->nmods && k < lo + 64 && target == UINT32_MAX; k++) {
+      const mod_by_name *b = &byname[k];
+      if (b->len < key.len || memcmp(b->name, want, key.len) != 0)
+        break;
+      bool arity = b->len > key.len + 1 && b->name[key.len] == '`';
+      for (size_t q = key.len + 1; arity && q < b->len; q++)
+        arity = b->name[q] >= '0' && b->name[q] <= '9';
+      if (b->len == key.len || arity)
+        target = b->mod;
+    }
+    if (target == UINT32_MAX)
+      continue;
+    for (size_t k = 0; k < c->nmnext; k++) { /* in module order: stop past the target */
+      if (c->mnext[k].mod > target)
+        break;
+      size_t idx = c->mnext[k].index;
+      if (c->mnext[k].mod == target && idx < c->st->nmethods && !c->st->methods[idx].kickoff)
+        c->st->methods[idx].kickoff = fi->token;
+    }
+  }
+  free(want);
+  free(byname);
+  ps_budget_release(c->budget, c->nmods * sizeof *byname + NAME_CAP);
+  return PS_E_OK;
+}
+
 static ps_err read_symbols(pdb_ctx *c, const uint8_t *base, size_t len, size_t origin) {
   scope stack[MAX_SCOPE_DEPTH];
   int depth = 0;      /* scopes on the stack */
   int ninl = 0;       /* inline sites among them */
   uint32_t proc_src = 0, proc_rva = 0; /* current procedure, source and image rva */
   bool in_proc = false;
+  uint32_t mtoken = 0; /* the managed method whose scope is open, 0 if none */
+  size_t mindex = 0;   /* ... its record in st->methods */
   size_t pos = 0;
   while (pos + 4 <= len) {
     uint16_t rl = ld16(base + pos);
@@ -1073,8 +1396,24 @@ static ps_err read_symbols(pdb_ctx *c, const uint8_t *base, size_t len, size_t o
       c->mprocs[c->nmprocs++] = m;
       if (!st_add_method(c->st, m.token, nm ? st_str(c->st, nm, nl) : 0, 0))
         return ps_diag_set(c->diag, c->st->err, "symtab", (size_t)-1, "adding a method");
+      mtoken = m.token;
+      mindex = c->st->nmethods - 1;
+      managed_user_from_module(c, mindex, nm, nl);
+      if (nm && nl == 8 && memcmp(nm, "MoveNext", 8) == 0) {
+        if (!grow_arr(c, (void **)&c->mnext, &c->cmnext, c->nmnext, sizeof *c->mnext))
+          return c->diag->code;
+        struct movenext mv = {c->cur_mod, mindex};
+        c->mnext[c->nmnext++] = mv;
+      }
       break;
     }
+    case S_OEM:
+      if (mtoken) {
+        ps_err oe = managed_oem(c, mindex, mtoken, p, n);
+        if (oe != PS_E_OK)
+          return oe;
+      }
+      break;
     case S_BLOCK32: case S_WITH32: case S_SEPCODE:
       opens = 3;
       break;
@@ -1114,8 +1453,10 @@ static ps_err read_symbols(pdb_ctx *c, const uint8_t *base, size_t len, size_t o
         depth--;
         if (stack[depth].kind == 2)
           ninl--;
-        if (stack[depth].kind == 1)
+        if (stack[depth].kind == 1) {
           in_proc = false;
+          mtoken = 0;
+        }
       }
       break;
     default:
@@ -1278,6 +1619,121 @@ static ps_err read_module(pdb_ctx *c, uint16_t sn, uint32_t sym_bytes, uint32_t 
 
 /* ---- streams ---------------------------------------------------------------- */
 
+/* Remembers the streams named "srcsrv", "sourcelink" and "sourcelink$N". */
+static void note_named_stream(pdb_ctx *c, const uint8_t *name, size_t max, uint32_t sn) {
+  const uint8_t *nul = memchr(name, 0, max);
+  if (!nul)
+    return;
+  size_t n = (size_t)(nul - name);
+  if (n == 6 && memcmp(name, "srcsrv", 6) == 0) {
+    c->srcsrv_sn = sn;
+    return;
+  }
+  if (n < 10 || memcmp(name, "sourcelink", 10) != 0 || c->nsl_streams == 16)
+    return;
+  uint32_t ordinal = 0;
+  if (n > 10) {
+    if (name[10] != '$' || n == 11 || n > 20)
+      return;
+    for (size_t i = 11; i < n; i++) {
+      if (name[i] < '0' || name[i] > '9')
+        return;
+      ordinal = ordinal * 10 + (uint32_t)(name[i] - '0');
+    }
+  }
+  c->sl_streams[c->nsl_streams].ordinal = ordinal;
+  c->sl_streams[c->nsl_streams].sn = sn;
+  c->nsl_streams++;
+}
+
+/* Source Link from the "sourcelink" stream(s), and srcsrv data as exact
+ * Source Link rules (sourcelink.h), into st->source_link: one JSON object,
+ * or an array of them.  Source information is optional: a stream that
+ * cannot be read or parsed is left out and never fails the PDB. */
+static void read_source_info(pdb_ctx *c) {
+  if (!c->nsl_streams && c->srcsrv_sn == MSF_NIL_STREAM)
+    return;
+  for (size_t i = 1; i < c->nsl_streams; i++) /* by ordinal: few, insertion sort */
+    for (size_t k = i; k > 0 && c->sl_streams[k - 1].ordinal > c->sl_streams[k].ordinal; k--) {
+      struct sl_stream t = c->sl_streams[k];
+      c->sl_streams[k] = c->sl_streams[k - 1];
+      c->sl_streams[k - 1] = t;
+    }
+  const char *part[17];
+  size_t plen[17], nparts = 0;
+  msf_stream_t ms[16];
+  size_t nms = 0;
+  char *srv = NULL;
+  size_t srv_len = 0, srv_cap = 0, srv_files = 0;
+  ps_diag d;
+  for (size_t i = 0; i < c->nsl_streams; i++) {
+    ps_diag_clear(&d);
+    if (msf_stream(&c->msf, c->sl_streams[i].sn, &ms[nms], &d) != PS_E_OK)
+      continue;
+    const char *t = (const char *)ms[nms].data;
+    size_t n = ms[nms].len;
+    nms++;
+    const char *z = memchr(t, '\0', n);
+    if (z)
+      n = (size_t)(z - t);
+    if (n >= 3 && memcmp(t, "\xEF\xBB\xBF", 3) == 0) {
+      t += 3;
+      n -= 3;
+    }
+    while (n && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == '\t'))
+      n--;
+    sl_map probe;
+    ps_diag_clear(&d);
+    if (n == 0 || sl_map_build(&probe, t, n, c->budget, &d) != PS_E_OK)
+      continue;
+    sl_map_free(&probe, c->budget);
+    part[nparts] = t;
+    plen[nparts++] = n;
+  }
+  if (c->srcsrv_sn != MSF_NIL_STREAM) {
+    msf_stream_t ss;
+    ps_diag_clear(&d);
+    if (msf_stream(&c->msf, c->srcsrv_sn, &ss, &d) == PS_E_OK) {
+      ps_diag_clear(&d);
+      if (sl_from_srcsrv((const char *)ss.data, ss.len, c->budget, &srv, &srv_len, &srv_cap,
+                         &srv_files, &d) == PS_E_OK) {
+        part[nparts] = srv;
+        plen[nparts++] = srv_len;
+      }
+      msf_stream_free(&c->msf, &ss);
+    }
+  }
+  if (nparts == 1) {
+    c->st->source_link = st_str(c->st, part[0], plen[0]);
+  } else if (nparts > 1) {
+    size_t total = 2 + nparts;
+    for (size_t i = 0; i < nparts; i++)
+      total += plen[i];
+    ps_err e = PS_E_OK;
+    char *all = ps_alloc_array(c->budget, total, 1, &e);
+    if (all) {
+      size_t o = 0;
+      all[o++] = '[';
+      for (size_t i = 0; i < nparts; i++) {
+        if (i)
+          all[o++] = ',';
+        memcpy(all + o, part[i], plen[i]);
+        o += plen[i];
+      }
+      all[o++] = ']';
+      c->st->source_link = st_str(c->st, all, o);
+      free(all);
+      ps_budget_release(c->budget, total);
+    }
+  }
+  for (size_t i = 0; i < nms; i++)
+    msf_stream_free(&c->msf, &ms[i]);
+  if (srv) {
+    free(srv);
+    ps_budget_release(c->budget, srv_cap);
+  }
+}
+
 static ps_err read_info(pdb_ctx *c, uint32_t *names_sn) {
   msf_stream_t s;
   ps_err e = msf_stream(&c->msf, 1, &s, c->diag);
@@ -1325,6 +1781,8 @@ static ps_err read_info(pdb_ctx *c, uint32_t *names_sn) {
         break;
       if (key < sblen && sblen - key >= 7 && memcmp(s.data + sbstart + key, "/names", 7) == 0)
         *names_sn = val;
+      if (key < sblen)
+        note_named_stream(c, s.data + sbstart + key, sblen - key, val);
     }
   }
   e = PS_E_OK;
@@ -1381,8 +1839,11 @@ static ps_err read_image_sections(pdb_ctx *c, uint16_t sn) {
     struct img_sect *k = &c->isect[c->nisect++];
     k->start = va;
     k->end = end > UINT32_MAX ? UINT32_MAX : (uint32_t)end;
-    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE */
-    k->code = (ch & 0x20u) || (ch & 0x20000000u);
+    /* IMAGE_SCN_CNT_CODE or IMAGE_SCN_MEM_EXECUTE, with bytes in the file:
+     * an executable section without raw data (.textbss, the incremental
+     * linker's Edit-and-Continue reserve) holds no code, only the linker's
+     * __enc$textbss$begin/end markers */
+    k->code = ((ch & 0x20u) || (ch & 0x20000000u)) && raw != 0;
   }
   msf_stream_free(&c->msf, &s);
   qsort(c->isect, c->nisect, sizeof *c->isect, cmp_img_sect);
@@ -1521,6 +1982,8 @@ static ps_err read_publics(pdb_ctx *c, uint16_t sn) {
       continue;
     if (!sec && c->nisect)
       continue; /* outside every section of the image */
+    if (c->pub_filter && !c->pub_filter(c->pub_arg, rva))
+      continue; /* lazy reading: a public no asked address looks at */
     uint32_t mangled = st_str(c->st, nm, nl);
     uint32_t name = mangled;
     if (undname_public(nm, nl, x86, und, sizeof und))
@@ -1550,13 +2013,26 @@ static ps_err read_contribs(pdb_ctx *c, const uint8_t *p, size_t len, size_t ori
   c->contribs = ps_alloc_array(c->budget, n ? n : 1, sizeof *c->contribs, &e);
   if (!c->contribs)
     return ps_diag_set(c->diag, e, "DBI section contributions", origin, "%zu entries", n);
+  if (c->want_terr &&
+      !(c->terr = ps_alloc_array(c->budget, n ? n : 1, sizeof *c->terr, &e)))
+    return ps_diag_set(c->diag, e, "DBI section contributions", origin, "%zu entries", n);
+  if (c->terr)
+    c->cterr = n ? n : 1;
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     const uint8_t *q = p + 4 + i * esz;
     uint32_t rva;
     int32_t size;
     memcpy(&size, q + 8, 4);
-    if (!sect_rva(c, ld16(q), ld32(q + 4), &rva) || size <= 0 || !(ld32(q + 12) & 0x20u))
+    if (!sect_rva(c, ld16(q), ld32(q + 4), &rva) || size <= 0)
+      continue;
+    if (c->terr) {
+      struct contrib *t = &c->terr[c->nterr++];
+      t->rva = rva;
+      t->size = (uint32_t)size;
+      t->mod = ld16(q + 16);
+    }
+    if (!(ld32(q + 12) & 0x20u))
       continue; /* only code (IMAGE_SCN_CNT_CODE) */
     c->contribs[k].rva = rva;
     c->contribs[k].size = (uint32_t)size;
@@ -1565,6 +2041,8 @@ static ps_err read_contribs(pdb_ctx *c, const uint8_t *p, size_t len, size_t ori
   }
   c->ncontribs = k;
   qsort(c->contribs, k, sizeof *c->contribs, cmp_contrib);
+  if (c->terr)
+    qsort(c->terr, c->nterr, sizeof *c->terr, cmp_terr);
   return PS_E_OK;
 }
 
@@ -1655,24 +2133,13 @@ static ps_err read_dbi(pdb_ctx *c) {
     dbg[i] = ld16(s.data + off[6] + i * 2);
   e = read_sections(c, dbg, ndbg);
 
-  /* IPI: names of inlinees (a broken IPI costs only inline names) */
-  if (e == PS_E_OK && msf_stream(&c->msf, 4, &c->ipi, c->diag) == PS_E_OK) {
-    ps_diag d;
-    ps_diag_clear(&d);
-    ps_diag *save = c->diag;
-    c->diag = &d;
-    if (index_types(c, &c->ipi, "IPI stream", &c->ipi_begin, &c->ipi_off, &c->nipi) != PS_E_OK)
-      c->nipi = 0;
-    c->diag = save;
-  }
-
-  /* modules */
+  /* modules (the IPI stream is indexed when a module first needs an inlinee name) */
   if (e == PS_E_OK)
     e = read_contribs(c, s.data + off[1], (size_t)sz[1], off[1]);
   ps_reader m = rd_sub(&r, off[0], (size_t)sz[0], "DBI module info");
-  size_t cmods = 0;
   while (e == PS_E_OK && rd_left(&m) >= MODI_FIXED_SIZE) {
     struct modinfo mi;
+    memset(&mi, 0, sizeof mi);
     mi.at = m.origin + rd_tell(&m);
     rd_skip(&m, 4 + 28 + 2, "DBI module info");
     mi.sn = rd_u16(&m, "DBI module info");
@@ -1687,7 +2154,7 @@ static ps_err read_dbi(pdb_ctx *c) {
       e = rd_to_diag(&m, c->diag);
       break;
     }
-    if (!grow_arr(c, (void **)&c->mods, &cmods, c->nmods, sizeof *c->mods)) {
+    if (!grow_arr(c, (void **)&c->mods, &c->cmods, c->nmods, sizeof *c->mods)) {
       e = c->diag->code;
       break;
     }
@@ -1695,36 +2162,38 @@ static ps_err read_dbi(pdb_ctx *c) {
   }
   if (e == PS_E_OK)
     e = check_module_streams(c);
-  for (size_t i = 0; e == PS_E_OK && i < c->nmods; i++) {
-    const struct modinfo *mi = &c->mods[i];
-    c->cur_mod = (uint32_t)i;
-    if (mi->sn == 0xFFFF)
-      continue; /* a module without symbols */
-    e = read_module(c, mi->sn, mi->sym, mi->c11, mi->c13, mi->at);
-  }
-  free_arr(c, c->mods, cmods, sizeof *c->mods);
-  c->mods = NULL;
-  c->nmods = 0;
-  if (e == PS_E_OK && symrec != 0xFFFF)
-    e = read_publics(c, symrec);
-  msf_stream_free(&c->msf, &s);
+  c->symrec = symrec;
+  c->dbi = s; /* module names point into it; released with the context */
+  return e;
+}
+
+/* Gives the caller back the file bytes of stream sn once it has been read
+ * (pdb_options.release), one call per run of consecutive blocks. */
+static void release_stream(pdb_ctx *c, uint32_t sn) {
+  if (c->opts && c->opts->release)
+    msf_stream_ranges(&c->msf, sn, c->opts->release, c->opts->release_arg);
+}
+
+/* Reads module i into c->st. */
+static ps_err read_module_at(pdb_ctx *c, size_t i) {
+  const struct modinfo *mi = &c->mods[i];
+  c->cur_mod = (uint32_t)i;
+  if (mi->sn == 0xFFFF)
+    return PS_E_OK; /* a module without symbols */
+  ps_err e = read_module(c, mi->sn, mi->sym, mi->c11, mi->c13, mi->at);
+  release_stream(c, mi->sn);
   return e;
 }
 
 bool pdb_is_msf(const uint8_t *data, size_t len) { return msf_is_msf7(data, len); }
 
-ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, ps_diag *diag) {
-  pdb_ctx *c = calloc(1, sizeof *c);
-  if (!c)
-    return ps_diag_set(diag, PS_E_NOMEM, "PDB reader", (size_t)-1, "context");
-  c->st = st;
-  c->diag = diag;
-  c->budget = budget;
-  /* a PDB's symbols take about its size in memory: a file that asks for
-   * more than its allowance is refused (reader.h) */
-  size_t cap = ps_budget_limit(budget, ps_input_allowance(len));
-  st->ident.format = ST_FORMAT_WINDOWS;
-  ps_err e = msf_open(&c->msf, data, len, budget, diag);
+/* What every reading starts with: the MSF directory, the PDB info stream
+ * (identity into c->st), /names, and the DBI stream without the modules. */
+static ps_err pdb_begin(pdb_ctx *c, const uint8_t *data, size_t len) {
+  c->st->ident.format = ST_FORMAT_WINDOWS;
+  c->symrec = 0xFFFF;
+  c->srcsrv_sn = MSF_NIL_STREAM;
+  ps_err e = msf_open(&c->msf, data, len, c->budget, c->diag);
   uint32_t names_sn = MSF_NIL_STREAM;
   if (e == PS_E_OK)
     e = read_info(c, &names_sn);
@@ -1732,13 +2201,59 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
     read_names(c, names_sn);
     e = read_dbi(c);
   }
-  if (e == PS_E_OK && st->err != PS_E_OK)
-    e = ps_diag_set(diag, st->err, "symtab", (size_t)-1, "building the symbol table");
+  return e;
+}
+
+static ps_err finish_table(pdb_ctx *c) {
+  symtab *st = c->st;
+  ps_err e = PS_E_OK;
+  if (st->err != PS_E_OK)
+    e = ps_diag_set(c->diag, st->err, "symtab", (size_t)-1, "building the symbol table");
   if (e == PS_E_OK) {
     e = st_finish(st);
     if (e != PS_E_OK)
-      ps_diag_set(diag, e, "symtab", (size_t)-1, "finishing the symbol table");
+      ps_diag_set(c->diag, e, "symtab", (size_t)-1, "finishing the symbol table");
   }
+  return e;
+}
+
+static void ctx_free(pdb_ctx *c);
+
+ps_err pdb_read_with(const uint8_t *data, size_t len, ps_budget *budget, const pdb_options *opts,
+                     symtab *st, ps_diag *diag) {
+  pdb_ctx *c = calloc(1, sizeof *c);
+  if (!c)
+    return ps_diag_set(diag, PS_E_NOMEM, "PDB reader", (size_t)-1, "context");
+  c->st = st;
+  c->diag = diag;
+  c->budget = budget;
+  c->opts = opts;
+  /* a PDB's symbols take about its size in memory: a file that asks for
+   * more than its allowance is refused (reader.h) */
+  size_t cap = ps_budget_limit(budget, ps_input_allowance(len));
+  ps_err e = pdb_begin(c, data, len);
+  for (size_t i = 0; e == PS_E_OK && i < c->nmods; i++)
+    e = read_module_at(c, i);
+  if (e == PS_E_OK)
+    e = resolve_iterators(c);
+  if (e == PS_E_OK && c->symrec != 0xFFFF) {
+    e = read_publics(c, c->symrec);
+    release_stream(c, c->symrec);
+  }
+  if (e == PS_E_OK)
+    read_source_info(c);
+  if (e == PS_E_OK)
+    e = finish_table(c);
+  ctx_free(c);
+  ps_budget_restore(budget, cap);
+  return e;
+}
+
+ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, ps_diag *diag) {
+  return pdb_read_with(data, len, budget, NULL, st, diag);
+}
+
+static void ctx_free(pdb_ctx *c) {
   free_arr(c, c->sect_va, c->nsect, sizeof *c->sect_va);
   free_arr(c, c->isect, c->cisect, sizeof *c->isect);
   free_arr(c, c->omap, c->nomap, sizeof *c->omap);
@@ -1747,18 +2262,540 @@ ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, 
   free_arr(c, c->img_starts, c->nomap, sizeof *c->img_starts);
   if (c->inv)
     free(c->inv);
+  free_arr(c, c->terr, c->cterr, sizeof *c->terr);
   free_arr(c, c->ipi_off, c->nipi, sizeof *c->ipi_off);
   free_arr(c, c->tpi_off, c->ntpi, sizeof *c->tpi_off);
   free_arr(c, c->files, c->cfiles, sizeof *c->files);
-  free_arr(c, c->exports, c->cexports, sizeof *c->exports);
+  for (size_t i = 0; i < c->nmods; i++)
+    free_arr(c, c->mods[i].exp, c->mods[i].nexp, sizeof *c->mods[i].exp);
+  free_arr(c, c->mods, c->cmods, sizeof *c->mods);
   free_arr(c, c->isrc, c->cisrc, sizeof *c->isrc);
   free_arr(c, c->mprocs, c->cmprocs, sizeof *c->mprocs);
+  free_arr(c, c->fwd, c->cfwd, sizeof *c->fwd);
+  free_arr(c, c->fwd_names, c->cfwd_names, 1);
+  free_arr(c, c->mnext, c->cmnext, sizeof *c->mnext);
   free_arr(c, c->scratch, c->scratch_cap, 1);
   msf_stream_free(&c->msf, &c->names);
   msf_stream_free(&c->msf, &c->ipi);
   msf_stream_free(&c->msf, &c->tpi);
+  msf_stream_free(&c->msf, &c->dbi);
   msf_close(&c->msf);
   free(c);
-  ps_budget_restore(budget, cap);
+}
+
+/* ---- lazy reading (pdb_open, pdb_module_table) ------------------------------
+ *
+ * Why the partial table answers like the whole one (pdb.h says the rule):
+ * a module is read the same way whichever other modules are read (what it
+ * depends on, the contributions, IPI, TPI and the exports of the modules it
+ * imports from, is read for it), and the modules of the partial table are
+ * read in DBI order, the publics after them, as pdb_read does; so the
+ * partial table is the whole table without the records of the modules left
+ * out, and without the publics no asked address looks at.  st_lookup_rva
+ * consults, for an address A:
+ *   - the function containing A, its inline ranges and the line covering A:
+ *     each lies in the territory of the module owning A, which is read;
+ *   - when no function contains A: the last public P at or before A (all
+ *     the publics at that RVA are kept, in stream order, so the same one is
+ *     last) and its size, which st_finish bounds by the next public (the
+ *     first one after A: kept too), the end of P's image section and the
+ *     first function at or after P; then the line covering A and, for a
+ *     hidden line, the lines from P to P's end.  Every function and line
+ *     from P up to the next public or the section's end, whichever comes
+ *     first, lies in the territories there, whose owners are read.
+ * lazy_prepare reads exactly those; in_territories checks each module read
+ * against the rule.  A module that owns no contribution at all has no
+ * territory and is always read: lld puts the import thunks in "Import:DLL"
+ * modules and their contributions under "* Linker *".
+ */
+
+#define LAZY_MAX_PERCENT 25u
+#define LAZY_MAX_BUILDS 8u
+#define LAZY_SMALL ((uint64_t)4 << 20) /* module bytes always worth reading lazily */
+
+typedef struct {
+  uint32_t *v; /* sorted, unique */
+  size_t n, cap;
+} rva_set;
+
+struct pdb_lazy {
+  pdb_ctx *c;
+  ps_budget *budget;
+  pdb_options opts;
+  st_ident ident;
+  uint8_t *want, *have; /* [nmods]: modules the asked addresses need / in the table */
+  uint8_t *base;        /* [nmods]: modules without a territory, always read */
+  rva_set pub_want, pub_have; /* RVAs whose publics the table needs / holds */
+  bool pub_all_want, pub_all_have; /* every public (a whole table) */
+  uint32_t *pubs;       /* the RVA of every public read_publics adds, sorted */
+  size_t npubs, cpubs;
+  ps_err pubs_err;
+  bool pubs_scanned, built;
+  const char *full;     /* why every module is read, or NULL */
+  bool full_fixed;      /* full for a property of the file */
+  unsigned builds;
+  uint64_t mod_bytes;   /* bytes of all module streams */
+  size_t cap;           /* the budget's cap before pdb_open, given back by pdb_close */
+  symtab st;
+};
+
+/* Frees a table and gives its bytes back to the budget (st_memory_size less
+ * what was not taken from it: the struct, and the Source Link map's) */
+static void drop_table(ps_budget *b, symtab *st) {
+  ps_budget_release(b, st_memory_size(st) - sizeof *st - (st->slmap ? sizeof *st->slmap : 0));
+  st_free(st);
+}
+
+static uint64_t mod_bytes(const pdb_ctx *c, size_t i) {
+  uint16_t sn = c->mods[i].sn;
+  return sn != 0xFFFF && msf_has_stream(&c->msf, sn) ? c->msf.sizes[sn] : 0;
+}
+
+/* the first index of v[0..n) holding a value > x */
+static size_t upper(const uint32_t *v, size_t n, uint32_t x) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (v[mid] <= x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static bool set_has(const rva_set *s, uint32_t x) {
+  size_t i = upper(s->v, s->n, x);
+  return i > 0 && s->v[i - 1] == x;
+}
+
+static bool set_add(ps_budget *b, rva_set *s, uint32_t x, ps_err *e) {
+  size_t i = upper(s->v, s->n, x);
+  if (i > 0 && s->v[i - 1] == x)
+    return true;
+  if (s->n == s->cap) {
+    size_t nc = s->cap ? s->cap * 2 : 16;
+    uint32_t *p = ps_realloc_array(b, s->v, s->cap, nc, sizeof *p, e);
+    if (!p)
+      return false;
+    s->v = p;
+    s->cap = nc;
+  }
+  memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof *s->v);
+  s->v[i] = x;
+  s->n++;
+  return true;
+}
+
+static bool set_copy(ps_budget *b, rva_set *to, const rva_set *from, ps_err *e) {
+  if (to->cap < from->n) {
+    uint32_t *p = ps_realloc_array(b, to->v, to->cap, from->n, sizeof *p, e);
+    if (!p)
+      return false;
+    to->v = p;
+    to->cap = from->n;
+  }
+  if (from->n)
+    memcpy(to->v, from->v, from->n * sizeof *to->v);
+  to->n = from->n;
+  return true;
+}
+
+static void set_free(ps_budget *b, rva_set *s) {
+  if (s->v)
+    ps_budget_release(b, s->cap * sizeof *s->v);
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
+/* the territory holding rva: the last contribution starting at or before it
+ * (the first one's territory also runs down to 0) */
+static size_t terr_index(const pdb_ctx *c, uint32_t rva) {
+  size_t lo = 0, hi = c->nterr;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c->terr[mid].rva <= rva)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo ? lo - 1 : 0;
+}
+
+/* true when [rva, rva+size) lies in module mod's territories */
+static bool in_territory(const pdb_ctx *c, uint32_t mod, uint32_t rva, uint32_t size) {
+  if (!c->nterr)
+    return false;
+  uint64_t end = (uint64_t)rva + (size ? size : 1);
+  for (size_t i = terr_index(c, rva); i < c->nterr; i++) {
+    if (c->terr[i].mod != mod)
+      return false;
+    if (i + 1 == c->nterr || end <= c->terr[i + 1].rva)
+      return true;
+  }
+  return false;
+}
+
+/* true when every record module mod added to st (funcs from nf, lines from
+ * nl, inline ranges from nr on) lies in its territories; else the first one
+ * that does not goes to *bad (when not NULL) */
+static bool in_territories(const pdb_ctx *c, uint32_t mod, const symtab *st, size_t nf,
+                           size_t nl, size_t nr, pdb_lazy_audit *bad) {
+  const char *kind = NULL;
+  uint32_t rva = 0, size = 0;
+  for (size_t i = nf; !kind && i < st->nfuncs; i++) {
+    rva = st->funcs[i].rva;
+    size = st->funcs[i].size;
+    if (!in_territory(c, mod, rva, size))
+      kind = st->funcs[i].flags & ST_FUNC_THUNK ? "thunk" : "function";
+  }
+  for (size_t i = nl; !kind && i < st->nlines; i++) {
+    rva = st->lines[i].rva;
+    size = st->lines[i].size;
+    if (!in_territory(c, mod, rva, size))
+      kind = "line";
+  }
+  for (size_t i = nr; !kind && i < st->niranges; i++) {
+    rva = st->iranges[i].rva;
+    size = st->iranges[i].size;
+    if (!in_territory(c, mod, rva, size))
+      kind = "inline range";
+  }
+  if (kind && bad) {
+    bad->module = mod;
+    bad->module_name = c->mods[mod].name;
+    bad->kind = kind;
+    bad->rva = rva;
+    bad->size = size;
+    bad->owner = c->terr[terr_index(c, rva)].mod;
+  }
+  return !kind;
+}
+
+static void set_full(pdb_lazy *z, const char *why) {
+  z->full = why;
+  memset(z->want, 1, z->c->nmods ? z->c->nmods : 1);
+  z->pub_all_want = true;
+}
+
+/* Marks the owners of the territories from lo to hi as wanted. */
+static void want_owners(pdb_lazy *z, uint32_t lo, uint32_t hi) {
+  const pdb_ctx *c = z->c;
+  if (!c->nterr || z->full)
+    return;
+  for (size_t i = terr_index(c, lo), e = terr_index(c, hi); i <= e; i++)
+    if (c->terr[i].mod < c->nmods)
+      z->want[c->terr[i].mod] = 1;
+}
+
+static bool wants_change(const pdb_lazy *z) {
+  return !z->built || z->pub_all_want != z->pub_all_have || z->pub_want.n != z->pub_have.n ||
+         (z->pub_want.n &&
+          memcmp(z->pub_want.v, z->pub_have.v, z->pub_want.n * sizeof *z->pub_want.v) != 0) ||
+         memcmp(z->want, z->have, z->c->nmods) != 0;
+}
+
+static bool keep_public(void *arg, uint32_t rva) {
+  return set_has(&((pdb_lazy *)arg)->pub_want, rva);
+}
+
+static bool note_public(void *arg, uint32_t rva) {
+  pdb_lazy *z = arg;
+  ps_err e = PS_E_OK;
+  if (z->npubs == z->cpubs) {
+    size_t nc = z->cpubs ? z->cpubs * 2 : 1024;
+    uint32_t *p = ps_realloc_array(z->budget, z->pubs, z->cpubs, nc, sizeof *p, &e);
+    if (!p) {
+      z->pubs_err = e; /* scan_publics fails */
+      return false;
+    }
+    z->pubs = p;
+    z->cpubs = nc;
+  }
+  z->pubs[z->npubs++] = rva;
+  return false; /* add nothing */
+}
+
+static int cmp_rva(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The RVAs of every public read_publics would add, sorted. */
+static ps_err scan_publics(pdb_lazy *z, ps_diag *diag) {
+  pdb_ctx *c = z->c;
+  z->pubs_scanned = true;
+  if (c->symrec == 0xFFFF)
+    return PS_E_OK;
+  c->st = &z->st;
+  c->diag = diag;
+  c->pub_filter = note_public;
+  c->pub_arg = z;
+  ps_err e = read_publics(c, c->symrec);
+  c->pub_filter = NULL;
+  c->st = NULL;
+  if (e == PS_E_OK && z->pubs_err != PS_E_OK)
+    e = ps_diag_set(diag, z->pubs_err, "symbol record stream", (size_t)-1,
+                    "%zu public RVAs", z->npubs);
+  if (e == PS_E_OK && z->npubs)
+    qsort(z->pubs, z->npubs, sizeof *z->pubs, cmp_rva);
+  return e;
+}
+
+/* (Re)builds the table from the wanted modules, in DBI order, then the
+ * wanted publics. */
+static ps_err lazy_build(pdb_lazy *z, ps_diag *diag) {
+  pdb_ctx *c = z->c;
+  if (!z->full) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < c->nmods; i++)
+      if (z->want[i])
+        bytes += mod_bytes(c, i);
+    unsigned pct = z->opts.lazy_max_percent ? z->opts.lazy_max_percent : LAZY_MAX_PERCENT;
+    unsigned maxb = z->opts.lazy_max_builds ? z->opts.lazy_max_builds : LAZY_MAX_BUILDS;
+    if (z->builds >= maxb)
+      set_full(z, "the table was rebuilt too often");
+    else if (bytes * 100 > z->mod_bytes * pct && bytes > LAZY_SMALL)
+      set_full(z, "the addresses need much of the file");
+  }
+  for (;;) {
+    symtab t;
+    st_init(&t, z->budget);
+    t.ident = z->ident;
+    c->st = &t;
+    c->diag = diag;
+    c->nfwd = c->fwd_names_len = c->nmnext = 0; /* what the modules read note */
+    ps_err e = PS_E_OK;
+    bool outside = false;
+    for (size_t i = 0; e == PS_E_OK && !outside && i < c->nmods; i++) {
+      if (!z->want[i])
+        continue;
+      size_t nf = t.nfuncs, nl = t.nlines, nr = t.niranges;
+      e = read_module_at(c, i);
+      outside = e == PS_E_OK && !z->full && !z->base[i] &&
+                !in_territories(c, (uint32_t)i, &t, nf, nl, nr, NULL);
+    }
+    if (outside) {
+      c->st = NULL;
+      drop_table(z->budget, &t);
+      set_full(z, "a module has records outside its section contributions");
+      z->full_fixed = true;
+      continue;
+    }
+    if (e == PS_E_OK)
+      e = resolve_iterators(c); /* managed kickoffs: of the modules read */
+    if (e == PS_E_OK && c->symrec != 0xFFFF && (z->pub_all_want || z->pub_want.n)) {
+      c->pub_filter = z->pub_all_want ? NULL : keep_public;
+      c->pub_arg = z;
+      e = read_publics(c, c->symrec);
+      c->pub_filter = NULL;
+    }
+    if (e == PS_E_OK)
+      read_source_info(c); /* the file's Source Link and srcsrv maps */
+    if (e == PS_E_OK)
+      e = finish_table(c);
+    c->st = NULL;
+    if (e == PS_E_OK && !set_copy(z->budget, &z->pub_have, &z->pub_want, &e))
+      ps_diag_set(diag, e, "PDB reader", (size_t)-1, "lazy table");
+    if (e != PS_E_OK) {
+      drop_table(z->budget, &t);
+      z->built = false; /* pub_have may be half copied: rebuild next time */
+      return e;
+    }
+    /* what pdb_read puts in the table from outside the modules and the
+     * publics (the identity, t.ident above; the Source Link and srcsrv maps,
+     * read_source_info) must be given to t here too */
+    drop_table(z->budget, &z->st);
+    z->st = t;
+    memcpy(z->have, z->want, c->nmods);
+    z->pub_all_have = z->pub_all_want;
+    z->built = true;
+    z->builds++;
+    return PS_E_OK;
+  }
+}
+
+static ps_err lazy_prepare(pdb_lazy *z, const uint32_t *rvas, size_t n, ps_diag *diag) {
+  for (size_t i = 0; i < n; i++)
+    want_owners(z, rvas[i], rvas[i]);
+  ps_err e = PS_E_OK;
+  if (wants_change(z) && (e = lazy_build(z, diag)) != PS_E_OK)
+    return e;
+  if (z->full)
+    return PS_E_OK;
+  /* the addresses no function contains fall back to the publics */
+  bool fallback = false;
+  for (size_t i = 0; i < n && !fallback; i++)
+    fallback = st_func_index(&z->st, rvas[i]) < 0;
+  if (!fallback)
+    return PS_E_OK;
+  if (!z->pubs_scanned && (e = scan_publics(z, diag)) != PS_E_OK)
+    return e;
+  for (size_t i = 0; i < n; i++) {
+    if (st_func_index(&z->st, rvas[i]) >= 0)
+      continue;
+    size_t k = upper(z->pubs, z->npubs, rvas[i]);
+    if (k < z->npubs && !set_add(z->budget, &z->pub_want, z->pubs[k], &e))
+      break;
+    if (k > 0) {
+      uint32_t p = z->pubs[k - 1];
+      if (!set_add(z->budget, &z->pub_want, p, &e))
+        break;
+      /* P's end can be no further than the next public or its section's end */
+      uint64_t end = k < z->npubs ? z->pubs[k] : (uint64_t)UINT32_MAX + 1;
+      const struct img_sect *sec = image_section(z->c, p);
+      if (sec && sec->end < end)
+        end = sec->end;
+      want_owners(z, p, end > rvas[i] ? (uint32_t)(end - 1) : rvas[i]);
+    }
+  }
+  if (e != PS_E_OK)
+    return ps_diag_set(diag, e, "PDB reader", (size_t)-1, "lazy table");
+  if (wants_change(z))
+    e = lazy_build(z, diag);
+  return e;
+}
+
+ps_err pdb_open(const uint8_t *data, size_t len, ps_budget *budget, const pdb_options *opts,
+                pdb_lazy **out, ps_diag *diag) {
+  *out = NULL;
+  pdb_lazy *z = calloc(1, sizeof *z);
+  pdb_ctx *c = calloc(1, sizeof *c);
+  if (!z || !c) {
+    free(z);
+    free(c);
+    return ps_diag_set(diag, PS_E_NOMEM, "PDB reader", (size_t)-1, "context");
+  }
+  z->c = c;
+  z->budget = budget;
+  /* the allowance of pdb_read (reader.h), for the index's life */
+  z->cap = ps_budget_limit(budget, ps_input_allowance(len));
+  if (opts)
+    z->opts = *opts;
+  symtab hdr; /* receives the identity */
+  st_init(&hdr, budget);
+  c->st = &hdr;
+  c->diag = diag;
+  c->budget = budget;
+  c->want_terr = true;
+  c->opts = &z->opts; /* the release hook: module pages go once read */
+  ps_err e = pdb_begin(c, data, len);
+  if (e == PS_E_OK && hdr.err != PS_E_OK)
+    e = ps_diag_set(diag, hdr.err, "symtab", (size_t)-1, "building the symbol table");
+  z->ident = hdr.ident;
+  drop_table(budget, &hdr);
+  c->st = NULL;
+  st_init(&z->st, budget);
+  z->st.ident = z->ident;
+  size_t nm = c->nmods ? c->nmods : 1;
+  if (e == PS_E_OK && (!(z->want = ps_alloc_array(budget, nm, 1, &e)) ||
+                       !(z->have = ps_alloc_array(budget, nm, 1, &e)) ||
+                       !(z->base = ps_alloc_array(budget, nm, 1, &e))))
+    e = ps_diag_set(diag, e, "PDB reader", (size_t)-1, "%zu modules", c->nmods);
+  if (e != PS_E_OK) {
+    pdb_close(z);
+    return e;
+  }
+  for (size_t i = 0; i < c->nmods; i++) {
+    z->mod_bytes += mod_bytes(c, i);
+    z->base[i] = 1;
+  }
+  for (size_t i = 0; i < c->nterr; i++)
+    if (c->terr[i].mod < c->nmods)
+      z->base[c->terr[i].mod] = 0;
+  memcpy(z->want, z->base, c->nmods);
+  if (c->nomap)
+    set_full(z, "the image was relinked (OMAP)");
+  else if (!c->nterr)
+    set_full(z, "no section contributions");
+  z->full_fixed = z->full != NULL;
+  *out = z;
+  return PS_E_OK;
+}
+
+void pdb_close(pdb_lazy *z) {
+  if (!z)
+    return;
+  size_t nm = z->c->nmods ? z->c->nmods : 1;
+  drop_table(z->budget, &z->st);
+  uint8_t **arrs[3] = {&z->want, &z->have, &z->base};
+  for (int i = 0; i < 3; i++) {
+    if (*arrs[i])
+      ps_budget_release(z->budget, nm);
+    free(*arrs[i]);
+  }
+  set_free(z->budget, &z->pub_want);
+  set_free(z->budget, &z->pub_have);
+  if (z->pubs)
+    ps_budget_release(z->budget, z->cpubs * sizeof *z->pubs);
+  free(z->pubs);
+  ctx_free(z->c);
+  ps_budget_restore(z->budget, z->cap);
+  free(z);
+}
+
+const st_ident *pdb_lazy_ident(const pdb_lazy *z) { return &z->ident; }
+
+ps_err pdb_module_table(pdb_lazy *z, const uint32_t *rvas, size_t n, const symtab **out,
+                        ps_diag *diag) {
+  ps_err e = lazy_prepare(z, rvas, n, diag);
+  *out = &z->st;
+  return e;
+}
+
+ps_err pdb_lookup_lazy(pdb_lazy *z, uint32_t rva, st_answer *out, ps_diag *diag) {
+  ps_err e = lazy_prepare(z, &rva, 1, diag);
+  if (e != PS_E_OK) {
+    out->status = ST_UNKNOWN_ADDRESS;
+    out->nsyms = 0;
+    out->namebuf[0] = '\0';
+    return e;
+  }
+  st_lookup_rva(&z->st, rva, out);
+  return PS_E_OK;
+}
+
+void pdb_lazy_stats(const pdb_lazy *z, pdb_lazy_info *out) {
+  memset(out, 0, sizeof *out);
+  out->modules = z->c->nmods;
+  for (size_t i = 0; z->built && i < z->c->nmods; i++)
+    out->modules_read += z->have[i] && z->c->mods[i].sn != 0xFFFF;
+  out->publics = z->built ? z->st.npublics : 0;
+  out->builds = z->builds;
+  out->full = z->full;
+}
+
+void pdb_lazy_forget(pdb_lazy *z) {
+  if (z->full_fixed)
+    return;
+  z->full = NULL;
+  memcpy(z->want, z->base, z->c->nmods);
+  z->pub_want.n = 0;
+  z->pub_all_want = false;
+  z->builds = 0;
+}
+
+ps_err pdb_lazy_check(pdb_lazy *z, size_t *bad, pdb_lazy_audit *first, ps_diag *diag) {
+  pdb_ctx *c = z->c;
+  *bad = 0;
+  memset(first, 0, sizeof *first);
+  ps_err e = PS_E_OK;
+  /* under OMAP the table is in image addresses and the territories in the
+   * PDB's own: such a file is always read whole, there is nothing to check */
+  for (size_t i = 0; e == PS_E_OK && !c->nomap && i < c->nmods; i++) {
+    if (z->base[i] || !c->nterr)
+      continue;
+    symtab t;
+    st_init(&t, z->budget);
+    c->st = &t;
+    c->diag = diag;
+    e = read_module_at(c, i);
+    if (e == PS_E_OK && t.err != PS_E_OK)
+      e = ps_diag_set(diag, t.err, "symtab", (size_t)-1, "building the symbol table");
+    if (e == PS_E_OK && !in_territories(c, (uint32_t)i, &t, 0, 0, 0, *bad ? NULL : first))
+      (*bad)++;
+    c->st = NULL;
+    drop_table(z->budget, &t);
+  }
   return e;
 }

@@ -56,7 +56,12 @@
  *    gets its name from the public and its file and line from the lines.
  *  - Managed: S_GMANPROC/S_LMANPROC give the method (token, short name); C13
  *    (or C11) lines inside the method's range are its sequence points, the
- *    IL offset being the line's offset from the method's start.
+ *    IL offset being the line's offset from the method's start.  The
+ *    "asyncMethodInfo" S_OEM record of a MoveNext gives its kickoff method,
+ *    Roslyn's "forward iterator" record an iterator's (paired by module name);
+ *    module names ("Ns.Type.<M>d__3") tell generated code's user method.
+ *  - Source Link: the "sourcelink" and "sourcelink$N" streams, and srcsrv
+ *    ("srcsrv" stream) as exact rules, into st->source_link (sourcelink.h).
  *  - C11 (VS2003) lines are read only for modules without C13 lines.
  * Unsupported: PDB 2.00 (VC6), the pre-VC4.1 DBI layout, PDB info versions
  * before VC70 (PS_E_UNSUPPORTED with a diagnostic).
@@ -75,5 +80,102 @@
 bool pdb_is_msf(const uint8_t *data, size_t len);
 
 ps_err pdb_read(const uint8_t *data, size_t len, ps_budget *budget, symtab *st, ps_diag *diag);
+
+/* Knobs of the reader; a NULL pdb_options means all defaults. */
+typedef struct {
+  /* Called for the file bytes of each stream once read (a module stream, the
+   * symbol records), one call per run of consecutive blocks, so a caller that
+   * maps the file can drop those pages (madvise MADV_DONTNEED) and a parse's
+   * peak memory is the tables, not the tables plus the file.  The reader never
+   * touches those bytes again; NULL for none. */
+  void (*release)(void *arg, const uint8_t *p, size_t n);
+  void *release_arg;
+  /* Lazy reading (pdb_open): the table is built from all modules once the
+   * asked addresses need module streams of more than lazy_max_percent of all
+   * module stream bytes (default 25) and more than 4 MiB, or after
+   * lazy_max_builds rebuilds of the partial table (default 8).  0 means the
+   * default. */
+  unsigned lazy_max_percent;
+  unsigned lazy_max_builds;
+} pdb_options;
+
+/* pdb_read with options. */
+ps_err pdb_read_with(const uint8_t *data, size_t len, ps_budget *budget, const pdb_options *opts,
+                     symtab *st, ps_diag *diag);
+
+/*
+ * Lazy reading: one address costs one address.
+ *
+ * pdb_open reads a light index: the MSF directory, the PDB info stream, the
+ * DBI module list and section contributions (no module stream, no publics).
+ * pdb_module_table then parses, on demand, only the module streams that can
+ * affect the answers for the asked RVAs (and the publics when an address has
+ * no procedure), into a table on which st_lookup_rva answers exactly what it
+ * answers on pdb_read's table, as LLVM's NativeSession and Wine's dbghelp
+ * read a module's symbols only when an address falls in it.
+ *
+ * Which modules: the section contributions cut the address space into
+ * territories, each running from a contribution's start to the next one's
+ * and belonging to the contribution's module.  Every record a module adds
+ * (procedure, thunk, line, inline range) lies in that module's territories;
+ * so for an address inside a procedure, the module owning the address holds
+ * the procedure, its inline sites and the covering line; for an address with
+ * no procedure, st_lookup_rva's fallback looks at the nearest public at or
+ * before the address and at any procedure starting between the two, held by
+ * the owners of the territories in between.  The records of every module
+ * read are checked against that rule; if one lies outside its module's
+ * territories, or the file has OMAP (relinked images), no section
+ * contributions, or the asked addresses need too much of the file (see
+ * pdb_options), the table is built from every module and the publics, as
+ * pdb_read builds it.
+ *
+ * The table answers RVAs only (managed token lookups need every module: use
+ * pdb_read), and is valid until the next pdb_module_table / pdb_lookup_lazy
+ * call or pdb_close (a new address may rebuild it: answers borrow its
+ * strings).  A module stream that no asked address needs is not read, so a
+ * corrupt one goes unnoticed, where pdb_read would refuse the file.
+ *
+ * Ownership: the index borrows data (which must outlive it) and budget;
+ * pdb_close frees everything else.
+ */
+typedef struct pdb_lazy pdb_lazy;
+
+ps_err pdb_open(const uint8_t *data, size_t len, ps_budget *budget, const pdb_options *opts,
+                pdb_lazy **out, ps_diag *diag);
+void pdb_close(pdb_lazy *z);
+/* The file's identity (what pdb_read puts in st->ident, but `managed`). */
+const st_ident *pdb_lazy_ident(const pdb_lazy *z);
+/* Makes the table answer rvas[0..n) as pdb_read's table does, and gives it
+ * (borrowed). */
+ps_err pdb_module_table(pdb_lazy *z, const uint32_t *rvas, size_t n, const symtab **out,
+                        ps_diag *diag);
+/* pdb_module_table for one RVA, then st_lookup_rva on the table. */
+ps_err pdb_lookup_lazy(pdb_lazy *z, uint32_t rva, st_answer *out, ps_diag *diag);
+
+typedef struct {
+  size_t modules;       /* modules in the DBI */
+  size_t modules_read;  /* module streams in the current table */
+  size_t publics;       /* publics in the current table */
+  unsigned builds;      /* tables built since pdb_open (or pdb_lazy_forget) */
+  const char *full;     /* NULL while lazy, else why every module was read */
+} pdb_lazy_info;
+void pdb_lazy_stats(const pdb_lazy *z, pdb_lazy_info *out);
+/* Reads every module that owns section contributions and checks its records
+ * against the territory rule above (what the lazy table relies on, checked
+ * otherwise only for the modules an address needs); *bad gets how many
+ * modules break it and *first the first one's first record.  For tests and
+ * diagnostics: the table is left as it was. */
+typedef struct {
+  size_t module;           /* index in the DBI module list */
+  const char *module_name; /* borrowed from the index */
+  const char *kind;        /* "function", "thunk", "line", "inline range" */
+  uint32_t rva, size;
+  size_t owner;            /* the module whose territory holds rva */
+} pdb_lazy_audit;
+ps_err pdb_lazy_check(pdb_lazy *z, size_t *bad, pdb_lazy_audit *first, ps_diag *diag);
+/* Forgets which addresses were asked, so the next call builds the table the
+ * new addresses alone need (for tests and benchmarks of the lazy path; a
+ * table read whole for a property of the file stays whole). */
+void pdb_lazy_forget(pdb_lazy *z);
 
 #endif

@@ -11,6 +11,13 @@
  *         type, size, rva, file pointer
  *   CodeView (type 2):  "RSDS" guid[16] age path (UTF-8, NUL-terminated)
  *   embedded (type 17): "MPDB" u32 inflated size, raw deflate stream
+ *
+ * With the names, pe_method_names says which methods are compiler-generated
+ * (clrnames.h) and which method each state machine's MoveNext runs: the C#
+ * and VB compilers put [AsyncStateMachine(typeof(T))],
+ * [IteratorStateMachine(typeof(T))] or [AsyncIteratorStateMachine(...)] on
+ * the kickoff method (System.Runtime.CompilerServices), the mapping the
+ * runtime's own stack traces follow.
  */
 #include "pe.h"
 
@@ -18,6 +25,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "clrnames.h"
 #include "metadata.h"
 
 #define PE_MAX_SECTIONS 96 /* the loader's own limit */
@@ -390,6 +398,139 @@ static long find_method(const tok_index *idx, size_t n, uint32_t token) {
   return lo < n && idx[lo].token == token ? (long)idx[lo].index : -1;
 }
 
+static bool str_is(const char *s, size_t n, const char *lit) {
+  size_t l = strlen(lit);
+  return s && n == l && memcmp(s, lit, l) == 0;
+}
+
+/* true when a CustomAttribute's type (CustomAttributeType coded index) is
+ * one of the state-machine attributes of System.Runtime.CompilerServices */
+static bool is_state_machine_attribute(const md_meta *m, uint32_t type) {
+  uint32_t tag = type & 7, row = type >> 3;
+  uint32_t parent = 0, parent_table;
+  if (tag == 3) { /* MemberRef: its Class is a MemberRefParent */
+    uint32_t cls = md_get(m, MD_MEMBERREF, row, 0);
+    if ((cls & 7) == 1) {
+      parent_table = MD_TYPEREF;
+    } else if ((cls & 7) == 0) {
+      parent_table = MD_TYPEDEF;
+    } else {
+      return false;
+    }
+    parent = cls >> 3;
+  } else if (tag == 2) { /* MethodDef: the attribute is defined in this assembly */
+    uint32_t nt = md_rows(m, MD_TYPEDEF);
+    parent_table = MD_TYPEDEF;
+    for (uint32_t t = 1; t <= nt && !parent; t++) {
+      uint32_t first = md_get(m, MD_TYPEDEF, t, 5);
+      uint32_t end = t < nt ? md_get(m, MD_TYPEDEF, t + 1, 5) : md_rows(m, MD_METHODDEF) + 1;
+      if (row >= first && row < end)
+        parent = t;
+    }
+  } else {
+    return false;
+  }
+  size_t nn, ns;
+  unsigned name_col = 1, ns_col = 2; /* same columns in TypeRef and TypeDef */
+  const char *name = md_string(m, md_get(m, parent_table, parent, name_col), &nn);
+  const char *nspace = md_string(m, md_get(m, parent_table, parent, ns_col), &ns);
+  if (!str_is(nspace, ns, "System.Runtime.CompilerServices"))
+    return false;
+  return str_is(name, nn, "AsyncStateMachineAttribute") ||
+         str_is(name, nn, "IteratorStateMachineAttribute") ||
+         str_is(name, nn, "AsyncIteratorStateMachineAttribute");
+}
+
+/* kick[t] = the MethodDef row whose state machine TypeDef row t is, from the
+ * attributes' System.Type argument (II.23.3: prolog 0x0001, then the type's
+ * name as a SerString, "Ns.Outer+<M>d__3"), matched among the types nested
+ * in the kickoff method's own type, where the compilers put state machines. */
+static void state_machine_kickoffs(const md_meta *m, const uint32_t *enclosing,
+                                   const uint32_t *owner, uint32_t *kick, char *buf) {
+  uint32_t ntypes = md_rows(m, MD_TYPEDEF), nmeth = md_rows(m, MD_METHODDEF);
+  uint32_t nca = md_rows(m, MD_CUSTOMATTRIBUTE);
+  for (uint32_t i = 1; i <= nca; i++) {
+    uint32_t parent = md_get(m, MD_CUSTOMATTRIBUTE, i, 0);
+    if ((parent & 31) != 0) /* HasCustomAttribute tag 0: MethodDef */
+      continue;
+    uint32_t kickoff = parent >> 5;
+    if (kickoff == 0 || kickoff > nmeth || !owner[kickoff] ||
+        !is_state_machine_attribute(m, md_get(m, MD_CUSTOMATTRIBUTE, i, 1)))
+      continue;
+    const uint8_t *p;
+    size_t n;
+    if (!md_blob(m, md_get(m, MD_CUSTOMATTRIBUTE, i, 2), &p, &n))
+      continue;
+    ps_reader r;
+    rd_init(&r, p, n);
+    if (rd_u16(&r, "custom attribute prolog") != 1)
+      continue;
+    if (rd_left(&r) > 0 && p[rd_tell(&r)] == 0xFF)
+      continue; /* a null type */
+    uint32_t sl = md_read_cu32(&r, "custom attribute type name");
+    const uint8_t *tn = rd_ptr(&r, sl, "custom attribute type name");
+    if (!rd_ok(&r) || sl == 0)
+      continue;
+    /* the simple name after the last '+' (a name with backslash-escaped
+     * specials or an assembly qualification is not a state machine's) */
+    size_t cut = sl, last = 0;
+    for (size_t k = 0; k < sl; k++) {
+      if (tn[k] == '\\' || tn[k] == ',' || tn[k] == '[') {
+        cut = 0;
+        break;
+      }
+      if (tn[k] == '+')
+        last = k + 1;
+    }
+    if (cut == 0 || last == 0)
+      continue;
+    uint32_t decl = owner[kickoff];
+    size_t dl = type_name(m, enclosing, decl, buf);
+    if (dl != last - 1 || memcmp(buf, tn, dl) != 0)
+      continue; /* the state machine is not nested in the kickoff's type */
+    for (uint32_t t = 1; t <= ntypes; t++) {
+      size_t nn;
+      const char *nm;
+      if (enclosing[t] != decl ||
+          !(nm = md_string(m, md_get(m, MD_TYPEDEF, t, 1), &nn)) || nn != sl - last ||
+          memcmp(nm, tn + last, nn) != 0)
+        continue;
+      if (!kick[t])
+        kick[t] = kickoff;
+      break;
+    }
+  }
+}
+
+/* What generated code methods[index] (named name, in type t) is, and whose. */
+static void set_user_method(symtab *st, size_t index, const md_meta *m,
+                            const uint32_t *enclosing, uint32_t t, const char *name,
+                            size_t nlen, char *ubuf) {
+  uint32_t chain[64];
+  cn_span segs[64];
+  unsigned depth = 0;
+  uint32_t ntypes = md_rows(m, MD_TYPEDEF);
+  for (uint32_t x = t; x && x <= ntypes && depth < 64; x = enclosing[x])
+    chain[depth++] = x;
+  for (unsigned i = 0; i < depth; i++) {
+    uint32_t row = chain[depth - 1 - i];
+    segs[i].p = md_string(m, md_get(m, MD_TYPEDEF, row, 1), &segs[i].n);
+    if (!segs[i].p)
+      segs[i].n = 0;
+  }
+  cn_user u;
+  cn_span meth = {name, name ? nlen : 0};
+  if (!name || !cn_classify(segs, depth, meth, &u)) {
+    st_set_method_user(st, index, CN_NONE, 0, 0);
+    return;
+  }
+  size_t ul = type_name(m, enclosing, chain[depth - u.keep], ubuf);
+  ul = append(ubuf, ul, ".", 1);
+  ul = append(ubuf, ul, u.user.p, u.user.n);
+  st_set_method_user(st, index, (uint32_t)u.kind, st_str(st, ubuf, ul),
+                     u.local.n ? st_str(st, u.local.p, u.local.n) : 0);
+}
+
 static ps_err method_names(const md_meta *mp, ps_budget *budget, symtab *st, ps_diag *diag);
 
 ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
@@ -436,17 +577,32 @@ static ps_err method_names(const md_meta *mp, ps_budget *budget, symtab *st, ps_
   uint32_t ntypes = md_rows(&m, MD_TYPEDEF), nmeth = md_rows(&m, MD_METHODDEF);
   ps_err ae = PS_E_OK;
   uint32_t *enclosing = ps_alloc_array(budget, (size_t)ntypes + 1, sizeof *enclosing, &ae);
-  char *buf = enclosing ? ps_alloc_array(budget, PE_MAX_NAME, 1, &ae) : NULL;
-  if (!buf) {
+  char *buf = enclosing ? ps_alloc_array(budget, 2 * PE_MAX_NAME, 1, &ae) : NULL;
+  /* owner[method row] = its TypeDef row; kick[type row] = the kickoff method
+   * row of that state machine type */
+  uint32_t *owner = buf ? ps_alloc_array(budget, (size_t)nmeth + 1, sizeof *owner, &ae) : NULL;
+  uint32_t *kick = owner ? ps_alloc_array(budget, (size_t)ntypes + 1, sizeof *kick, &ae) : NULL;
+  if (!kick) {
+    free(owner);
+    free(buf);
     free(enclosing);
     return ps_diag_set(diag, ae, "TypeDef table", (size_t)-1, "%u types", (unsigned)ntypes);
   }
+  char *ubuf = buf + PE_MAX_NAME;
   for (uint32_t i = 1; i <= md_rows(&m, MD_NESTEDCLASS); i++) {
     uint32_t nested = md_get(&m, MD_NESTEDCLASS, i, 0);
     uint32_t outer = md_get(&m, MD_NESTEDCLASS, i, 1);
     if (nested && nested <= ntypes && outer <= ntypes && outer != nested)
       enclosing[nested] = outer;
   }
+  for (uint32_t t = 1; t <= ntypes; t++) {
+    uint32_t first = md_get(&m, MD_TYPEDEF, t, 5);
+    uint32_t end = t < ntypes ? md_get(&m, MD_TYPEDEF, t + 1, 5) : nmeth + 1;
+    for (uint32_t mi = first; mi && mi < end && mi <= nmeth; mi++)
+      if (!owner[mi])
+        owner[mi] = t;
+  }
+  state_machine_kickoffs(&m, enclosing, owner, kick, buf);
   /* the methods st already holds (finished or not), indexed by token, and a
    * mark per MethodDef row so hostile overlapping MethodLists name a method once */
   bool was_finished = st->finished, added = false;
@@ -455,6 +611,8 @@ static ps_err method_names(const md_meta *mp, ps_budget *budget, symtab *st, ps_
   uint8_t *seen = idx ? ps_alloc_array(budget, (size_t)nmeth + 1, 1, &ae) : NULL;
   if (!seen) {
     free(idx);
+    free(kick);
+    free(owner);
     free(buf);
     free(enclosing);
     return ps_diag_set(diag, ae, "MethodDef table", (size_t)-1, "%u methods", (unsigned)nmeth);
@@ -488,6 +646,12 @@ static ps_err method_names(const md_meta *mp, ps_budget *budget, symtab *st, ps_
       } else {
         ok = st_add_method(st, token, s, 0);
         added = true;
+        at = (long)st->nmethods - 1;
+      }
+      if (ok && st->err == PS_E_OK) {
+        if (kick[t] && !st->methods[at].kickoff && str_is(name, n, "MoveNext"))
+          st->methods[at].kickoff = 0x06000000u | kick[t];
+        set_user_method(st, (size_t)at, &m, enclosing, t, name, n, ubuf);
       }
       if (!ok || st->err != PS_E_OK) {
         e = ps_diag_set(diag, st->err ? st->err : PS_E_NOMEM, "MethodDef table", (size_t)-1,
@@ -499,9 +663,12 @@ static ps_err method_names(const md_meta *mp, ps_budget *budget, symtab *st, ps_
   free(seen);
   free(idx);
   ps_budget_release(budget, (size_t)nmeth + 1 + nold * sizeof *idx);
+  free(kick);
+  free(owner);
   free(buf);
   free(enclosing);
-  ps_budget_release(budget, PE_MAX_NAME + ((size_t)ntypes + 1) * sizeof *enclosing);
+  ps_budget_release(budget, 2 * PE_MAX_NAME + ((size_t)ntypes + 1) * 2 * sizeof *enclosing +
+                                ((size_t)nmeth + 1) * sizeof *owner);
   if (e == PS_E_OK && was_finished && added) {
     e = st_finish(st);
     if (e != PS_E_OK)

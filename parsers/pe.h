@@ -53,9 +53,12 @@ ps_err pe_embedded_pdb(const uint8_t *data, size_t len, size_t max_size, ps_budg
 
 /* Sets the full name (Namespace.Type+Nested.Method) of every method of the
  * assembly's MethodDef table in st (replacing the name of a method st holds,
- * adding the others), before st_finish or after (it keeps st finished if it
- * was).  PS_E_NOT_FOUND when the image has
- * no CLI metadata. */
+ * adding the others), what compiler-generated code each one is and the
+ * user's method it comes from (st_set_method_user, clrnames.h), and the
+ * kickoff method of every state machine's MoveNext the PDB names none for
+ * (from the StateMachineAttribute on the kickoff method); before st_finish
+ * or after (it keeps st finished if it was).  PS_E_NOT_FOUND when the image
+ * has no CLI metadata. */
 ps_err pe_method_names(const uint8_t *data, size_t len, ps_budget *budget, symtab *st,
                        ps_diag *diag);
 

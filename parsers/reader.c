@@ -227,9 +227,9 @@ void *ps_realloc_array(ps_budget *b, void *p, size_t old_n, size_t new_n, size_t
       *err = PS_E_NOMEM;
     return NULL;
   }
-  if (new_bytes > old_bytes)
-    memset((uint8_t *)q + old_bytes, 0, new_bytes - old_bytes);
-  else if (b)
+  /* the new elements stay uninitialised: zeroing growth slack would touch
+   * (fault in) pages the caller may never use */
+  if (new_bytes < old_bytes && b)
     ps_budget_release(b, old_bytes - new_bytes);
   return q;
 }

@@ -103,7 +103,9 @@ void ps_budget_init(ps_budget *b, size_t cap);
  * valid pointer to a 1-byte allocation. err may be NULL. */
 void *ps_alloc_array(ps_budget *b, size_t n, size_t size, ps_err *err);
 /* realloc within the budget, from old_n to new_n elements; on failure the old
- * block is untouched and NULL is returned.  New elements are zeroed. */
+ * block is untouched and NULL is returned.  New elements are NOT initialised
+ * (growth slack is never touched, so its pages are never faulted in): the
+ * caller writes each element before it reads it. */
 void *ps_realloc_array(ps_budget *b, void *p, size_t old_n, size_t new_n, size_t size,
                        ps_err *err);
 void ps_budget_release(ps_budget *b, size_t bytes);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sourcelink.h"
+
 void st_init(symtab *st, ps_budget *budget) {
   memset(st, 0, sizeof *st);
   st->budget = budget;
@@ -31,6 +33,10 @@ void st_free(symtab *st) {
   free(st->func_idx);
   free(st->ir_maxend);
   free(st->func_lines);
+  if (st->slmap) {
+    sl_map_free(st->slmap, NULL); /* the budget may be gone by now, as for the arrays */
+    free(st->slmap);
+  }
   memset(st, 0, sizeof *st);
 }
 
@@ -184,12 +190,20 @@ bool st_add_public_bounded(symtab *st, uint32_t rva, uint32_t limit, uint32_t na
 }
 
 bool st_add_method(symtab *st, uint32_t token, uint32_t name, uint32_t kickoff) {
-  st_method m = {token, name, kickoff, 0, 0};
+  st_method m = {token, name, kickoff, 0, 0, 0, 0, 0};
   return PUSH(st, methods, nmethods, cmethods, m);
 }
 
 bool st_add_seqpt(symtab *st, const st_seqpt *sp) {
   return PUSH(st, seqpts, nseqpts, cseqpts, *sp);
+}
+
+void st_set_method_user(symtab *st, size_t index, uint32_t gen, uint32_t user, uint32_t local) {
+  if (index >= st->nmethods)
+    return;
+  st->methods[index].gen = gen;
+  st->methods[index].user = user;
+  st->methods[index].local = local;
 }
 
 /* ---- stable sort (merge sort with one scratch buffer) ------------------ */
@@ -408,6 +422,38 @@ static void build_func_lines(symtab *st) {
   st->nfunc_lines = st->nfuncs;
 }
 
+/* The Source Link map for lookups; a module whose JSON does not parse simply
+ * has none (its frames get no source_link), as a broken map is no reason to
+ * lose the module's lines. */
+void st_build_source_link(symtab *st) {
+  st_free_source_link(st);
+  if (!st->source_link || st->source_link >= st->strs_len)
+    return;
+  sl_map *m = malloc(sizeof *m);
+  if (!m)
+    return;
+  const char *json = st_s(st, st->source_link);
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (sl_map_build(m, json, strlen(json), st->budget, &d) != PS_E_OK) {
+    free(m);
+    return;
+  }
+  st->slmap = m;
+}
+
+void st_free_source_link(symtab *st) {
+  if (st->slmap) {
+    sl_map_free(st->slmap, st->budget);
+    free(st->slmap);
+    st->slmap = NULL;
+  }
+}
+
+bool st_source_link(const symtab *st, const char *path, char *out, size_t cap) {
+  return st && st->slmap && sl_map_resolve(st->slmap, path, out, cap);
+}
+
 ps_err st_build_index(symtab *st) {
   free(st->line_idx);
   free(st->func_idx);
@@ -422,6 +468,7 @@ ps_err st_build_index(symtab *st) {
                              offsetof(st_func, rva), &st->nfunc_idx);
   build_ir_index(st);
   build_func_lines(st);
+  st_build_source_link(st);
   return PS_E_OK;
 }
 
@@ -440,6 +487,8 @@ static long find_func(const symtab *st, uint32_t rva) {
     return i;
   return -1;
 }
+
+long st_func_index(const symtab *st, uint32_t rva) { return find_func(st, rva); }
 
 /* Shrinks an array to its length (best effort: on failure it stays as is). */
 static void fit(symtab *st, void **arr, size_t *cap, size_t n, size_t elem) {
@@ -610,7 +659,8 @@ size_t st_memory_size(const symtab *st) {
          st->clines * sizeof(st_line) + st->cinlines * sizeof(st_inline) +
          st->ciranges * sizeof(st_irange) + st->cpublics * sizeof(st_public) +
          st->cmethods * sizeof(st_method) + st->cseqpts * sizeof(st_seqpt) +
-         (st->hcap + st->nline_idx + st->nfunc_idx + st->nir_maxend + 2 * st->nfunc_lines) * sizeof(uint32_t);
+         (st->hcap + st->nline_idx + st->nfunc_idx + st->nir_maxend + 2 * st->nfunc_lines) * sizeof(uint32_t) +
+         (st->slmap ? sizeof *st->slmap + st->slmap->bytes : 0);
 }
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -861,6 +911,11 @@ void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *o
     const st_method *k = find_method(st, m->kickoff);
     s->kickoff_token = m->kickoff;
     s->async_method = (k && k->name) ? st_s(st, k->name) : NULL;
+  }
+  if (m->gen && m->user) {
+    s->generated = m->gen;
+    s->user_method = st_s(st, m->user);
+    s->local_function = m->local ? st_s(st, m->local) : NULL;
   }
   out->nsyms = 1;
   out->status = ST_OK;

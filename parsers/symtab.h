@@ -13,7 +13,8 @@
  *                    each with the inlinee's own line at that range
  *            publics sorted by rva, each with the size it may name (fallback
  *                    names for code no procedure covers: stripped PDBs, assembly)
- *   managed: methods sorted by token (name, kickoff method for MoveNext)
+ *   managed: methods sorted by token (name, kickoff method for MoveNext,
+ *            the source-level method of compiler-generated code)
  *            seqpts  grouped per method, sorted by IL offset
  *
  * Building: st_init, then st_str/st_add_* in any order, then st_finish (sorts,
@@ -94,6 +95,10 @@ typedef struct {
   uint32_t token;    /* MethodDef token 0x06xxxxxx */
   uint32_t name;     /* best full name known (string offset), 0 if none */
   uint32_t kickoff;  /* kickoff method token for a state machine MoveNext, or 0 */
+  uint32_t user;     /* compiler-generated code: the method the user wrote it in
+                      * (full name, string offset), else 0 (clrnames.h) */
+  uint32_t local;    /* ... and the local function it is in (string offset), else 0 */
+  uint32_t gen;      /* cn_kind: what generated code this is, CN_NONE if user code */
   uint32_t sp_first; /* first index into seqpts (set by st_finish) */
   uint32_t sp_count;
 } st_method;
@@ -118,7 +123,9 @@ typedef struct {
   st_public *publics; size_t npublics, cpublics;
   st_method *methods; size_t nmethods, cmethods;
   st_seqpt *seqpts;   size_t nseqpts, cseqpts;
-  uint32_t source_link; /* string offset of Source Link JSON, 0 if none */
+  uint32_t source_link; /* string offset of Source Link JSON (one object or an
+                         * array of them, sourcelink.h), 0 if none */
+  struct sl_map_s *slmap; /* source_link parsed for lookups (st_build_index), or NULL */
   /* search indexes (st_build_index): every ST_INDEX_STEP-th key of lines and
    * funcs, small enough to stay in cache, so a lookup touches few cold lines */
   uint32_t *line_idx; size_t nline_idx;
@@ -164,6 +171,10 @@ bool st_add_public_bounded(symtab *st, uint32_t rva, uint32_t limit, uint32_t na
                            uint32_t mangled);
 bool st_add_method(symtab *st, uint32_t token, uint32_t name, uint32_t kickoff);
 bool st_add_seqpt(symtab *st, const st_seqpt *sp);
+/* Sets what compiler-generated code methods[index] is: gen (cn_kind), the
+ * user's method's full name and the local function's name (string offsets,
+ * 0 for none). */
+void st_set_method_user(symtab *st, size_t index, uint32_t gen, uint32_t user, uint32_t local);
 
 /* Sorts and finishes the table; returns PS_E_OK or the builder's error. */
 ps_err st_finish(symtab *st);
@@ -174,6 +185,17 @@ ps_err st_finish(symtab *st);
  * function's inline ranges by rva (stable) if they are not already.  Without
  * the indexes lookups still work, by plain binary search and linear scans. */
 ps_err st_build_index(symtab *st);
+
+/* (Re)builds only the Source Link map lookups read (st_build_index builds it
+ * too), for a table whose arrays and indexes were restored as they are (a
+ * table file the cache maps); st_free_source_link frees that map alone, for
+ * a table whose arrays are not its own (st_free frees everything). */
+void st_build_source_link(symtab *st);
+void st_free_source_link(symtab *st);
+
+/* The Source Link URL of a document path (sourcelink.h rules) into out;
+ * false when the module has no map or no rule covers the path. */
+bool st_source_link(const symtab *st, const char *path, char *out, size_t cap);
 
 /* Bytes the table occupies in memory (for cache budgets). */
 size_t st_memory_size(const symtab *st);
@@ -194,6 +216,9 @@ typedef struct {
   uint32_t function_offset; /* valid when has_offset */
   uint32_t kickoff_token; /* managed: kickoff method's token, 0 if none */
   const char *async_method; /* managed: kickoff method's name, NULL if none */
+  const char *user_method;  /* managed, generated code: the user's method, NULL if none */
+  const char *local_function; /* ... the local function it is in, NULL if none */
+  uint32_t generated;       /* managed: cn_kind (CN_NONE for user code) */
   bool inlined, hidden, has_line, has_column, has_offset;
 } st_symbol;
 
@@ -211,6 +236,9 @@ typedef struct {
  * else the nearest at a higher one, else no line; a line of ST_NOSTEP_LINE
  * sets `hidden` and gives no line (see pdb.h). */
 void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out);
+/* The index in funcs of the function st_lookup_rva answers rva from, or -1
+ * when none contains rva (then it falls back to the publics). */
+long st_func_index(const symtab *st, uint32_t rva);
 /* Managed: (MethodDef token, IL offset) -> covering sequence point. */
 void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *out);
 

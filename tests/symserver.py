@@ -27,6 +27,13 @@ decoded path, without the query):
     "require_header": {"Authorization": "Bearer x"}   401 unless present
     "chunked": true               send the body chunked (no Content-Length)
     "gzip": true                  send the body gzip-compressed (Content-Encoding)
+    "zeros": N                    the body is N zero bytes (no file needed); with "drip"
+                                  they trickle out under a Content-Length of N
+    "gzip_zeros": N               a gzip stream of N zero bytes, made as it is sent
+                                  (Content-Encoding: gzip, chunked): a decompression bomb
+    "content_type": "text/html"   the Content-Type of a 200 answer
+A rule under the path "*" applies to every path without a rule of its own.
+GET /_stats also gives "headers": {"/path": [{request headers}, ...]} (the last 20).
 """
 import json
 import os
@@ -47,6 +54,7 @@ class State:
         self.rules = {}
         self.hits = {}
         self.applied = {}  # path -> times a "times"-limited rule fired
+        self.headers = {}  # path -> the request headers of its last hits
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -86,7 +94,13 @@ class Handler(BaseHTTPRequestHandler):
         st = self.server.state
         with st.lock:
             st.hits[path] = st.hits.get(path, 0) + 1
+            seen = st.headers.setdefault(path, [])
+            seen.append({k: v for k, v in self.headers.items()})
+            del seen[:-20]
             rule = st.rules.get(path)
+            if rule is None:
+                rule = st.rules.get("*")
+                path = "*"
             if rule is None:
                 return {}
             times = rule.get("times")
@@ -94,7 +108,8 @@ class Handler(BaseHTTPRequestHandler):
                 used = st.applied.get(path, 0)
                 if used >= times:
                     return {k: v for k, v in rule.items()
-                            if k in ("body_from", "require_header", "drip", "chunk", "chunked")}
+                            if k in ("body_from", "require_header", "drip", "chunk", "chunked",
+                                     "zeros", "content_type")}
                 st.applied[path] = used + 1
             return dict(rule)
 
@@ -123,6 +138,7 @@ class Handler(BaseHTTPRequestHandler):
                 st.rules.clear()
                 st.hits.clear()
                 st.applied.clear()
+                st.headers.clear()
             return self._json({"ok": True})
         self._send(404)
 
@@ -131,7 +147,8 @@ class Handler(BaseHTTPRequestHandler):
         path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
         if path == "/_stats":
             with st.lock:
-                return self._json({"hits": dict(st.hits), "total": sum(st.hits.values())})
+                return self._json({"hits": dict(st.hits), "total": sum(st.hits.values()),
+                                   "headers": dict(st.headers)})
         rule = self._rule(path)
         if rule.get("delay"):
             time.sleep(float(rule["delay"]))
@@ -159,7 +176,46 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
             return
-        data = self._file(rule.get("body_from") or path)
+        if rule.get("gzip_zeros"):
+            import zlib
+            left = int(rule["gzip_zeros"])
+            z = zlib.compressobj(9, zlib.DEFLATED, 31)
+            block = b"\0" * (1 << 20)
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                while left > 0:
+                    n = min(left, len(block))
+                    left -= n
+                    out = z.compress(block[:n])
+                    if out:
+                        self.wfile.write(b"%x\r\n" % len(out) + out + b"\r\n")
+                out = z.flush()
+                self.wfile.write(b"%x\r\n" % len(out) + out + b"\r\n0\r\n\r\n")
+            except OSError:
+                self.close_connection = True
+            return
+        if rule.get("zeros") and rule.get("drip"):
+            size, rate = int(rule["zeros"]), float(rule["drip"])
+            chunk = int(rule.get("chunk", 64))
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            try:
+                sent = 0
+                while sent < size:
+                    n = min(chunk, size - sent)
+                    self.wfile.write(b"\0" * n)
+                    self.wfile.flush()
+                    sent += n
+                    time.sleep(n / rate)
+            except OSError:
+                self.close_connection = True
+            return
+        data = b"\0" * int(rule["zeros"]) if rule.get("zeros") else \
+            self._file(rule.get("body_from") or path)
         if data is None:
             return self._send(404, b"not found\n", "text/plain")
         if "truncate" in rule:
@@ -196,7 +252,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
             return
-        self._send(200, data)
+        self._send(200, data, rule.get("content_type", "application/octet-stream"))
 
     do_HEAD = do_GET
 

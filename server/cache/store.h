@@ -43,8 +43,9 @@
  * at the next ingest.
  *
  * Negative entries: missing (negative_missing_ttl), malformed
- * (negative_malformed_ttl), fetch error (5 minutes); a positive entry is
- * never replaced by a negative one.
+ * (negative_malformed_ttl), fetch error (negative_error_ttl), or a TTL the
+ * caller gives (store_put_negative_ttl); a positive entry is never replaced
+ * by a negative one.
  *
  * Thread safety: every function may be called from several threads at once.
  * A module missing from memory is read from SQLite once; other threads asking
@@ -70,6 +71,7 @@ typedef struct {
   uint64_t mem_max_bytes;          /* hot-set budget in memory (0: 256 MiB) */
   int64_t negative_missing_ttl;    /* seconds a "not found" is remembered (0: 3600) */
   int64_t negative_malformed_ttl;  /* seconds a "could not read" is remembered (0: 86400) */
+  int64_t negative_error_ttl;      /* seconds a fetch error is remembered (0: 300) */
   uint32_t max_negative;           /* cap on negative entries (0: 100000) */
 } store_config;
 
@@ -103,6 +105,18 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
 ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
                       store_entry *out, ps_diag *diag);
 ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error);
+/* The same, remembered for ttl seconds (<= 0: the kind's TTL from the config). */
+ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, const char *error,
+                              int64_t ttl);
+
+/* Makes room for bytes outside the cache (downloads in flight): evicts
+ * least recently used entries, negative ones first, until the pages in use
+ * plus the table files plus bytes fit under the cap, unlinks the evicted
+ * modules' table files and gives the freed pages back to the file system
+ * (the database file and its WAL shrink).  PS_E_LIMIT when even an empty
+ * cache leaves less room; *freed (may be NULL) gets the bytes the cache's
+ * files (store_files_bytes) gave back. */
+ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag);
 
 /* ---- administration (pdbsym cache ...) ----------------------------------- */
 

@@ -293,7 +293,7 @@ ps_err store_verify(store *s, bool fix, void (*fn)(void *ctx, const char *key, c
         bad = store__map_table(s, &r, keys[i], &st, &map, why, sizeof why, &transient);
         if (!bad)
           bad = store__check_records(&st, &map, r.checksum, why, sizeof why);
-        store__unmap(&map);
+        store__unmap_table(&st, &map);
       } else if (r.layout == STORE_LAYOUT_ROWS) {
         bad = store__load_arrays(db, &r, &st, true, why, sizeof why, &transient);
         if (!bad)

@@ -1,7 +1,7 @@
 /*
  * store_codec.c - a module on disk: its `modules` row, its table file (the
  * finished symtab's arrays and search indexes as in memory, mapped at load),
- * the older BLOB chunks (layout 2, still read), the CRC-32 over the arrays,
+ * the older BLOB chunks (layout 3, still read), the CRC-32 over the arrays,
  * and the checks a table from disk passes.  See store_int.h for the layout.
  *
  * The table file (layout STORE_LAYOUT_FILE):
@@ -33,6 +33,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "clrnames.h"
+
 /* The BLOBs hold symtab.h's records exactly as in memory.  If one of these
  * sizes changes, the on-disk layout changed: bump STORE_LAYOUT (old modules
  * are then treated as absent and replaced on the next ingest). */
@@ -41,7 +43,7 @@ _Static_assert(sizeof(st_line) == 16, "st_line layout changed: bump STORE_LAYOUT
 _Static_assert(sizeof(st_inline) == 20, "st_inline layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_irange) == 20, "st_irange layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_public) == 16, "st_public layout changed: bump STORE_LAYOUT");
-_Static_assert(sizeof(st_method) == 20, "st_method layout changed: bump STORE_LAYOUT");
+_Static_assert(sizeof(st_method) == 32, "st_method layout changed: bump STORE_LAYOUT");
 _Static_assert(sizeof(st_seqpt) == 24, "st_seqpt layout changed: bump STORE_LAYOUT");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the cache stores little-endian records; a big-endian port needs byte swapping in store_codec.c"
@@ -138,7 +140,8 @@ static const char *symtab_validate(const symtab *st) {
   }
   for (size_t i = 0; i < st->nmethods; i++) {
     const st_method *m = &st->methods[i];
-    if (!str_ok(st, m->name) || (uint64_t)m->sp_first + m->sp_count > st->nseqpts)
+    if (!str_ok(st, m->name) || !str_ok(st, m->user) || !str_ok(st, m->local) ||
+        m->gen > CN_STATE_MACHINE || (uint64_t)m->sp_first + m->sp_count > st->nseqpts)
       return "method record out of range";
     if (i && m->token <= st->methods[i - 1].token)
       return "methods not sorted";
@@ -298,6 +301,11 @@ void store__unmap(store_map *map) {
   map->len = 0;
 }
 
+void store__unmap_table(symtab *st, store_map *map) {
+  st_free_source_link(st);
+  store__unmap(map);
+}
+
 static uint64_t blocks(uint64_t n) { return (n + ST_INDEX_STEP - 1) / ST_INDEX_STEP; }
 
 const char *store__map_table(const store *s, const module_row *r, const char *key, symtab *st,
@@ -401,6 +409,9 @@ const char *store__map_table(const store *s, const module_row *r, const char *ke
   st->ident = r->ident;
   st->source_link = r->source_link;
   st->finished = true;
+  /* the one structure built at load: the Source Link map frames resolve
+   * their files' URLs through (small; freed by store__unmap_table) */
+  st_build_source_link(st);
   return NULL;
 }
 

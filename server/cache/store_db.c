@@ -227,6 +227,8 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
     s->cfg.negative_missing_ttl = 3600;
   if (!s->cfg.negative_malformed_ttl)
     s->cfg.negative_malformed_ttl = 86400;
+  if (!s->cfg.negative_error_ttl)
+    s->cfg.negative_error_ttl = STORE_FETCH_ERROR_TTL;
   if (!s->cfg.max_negative)
     s->cfg.max_negative = 100000;
   s->dir = dup_str(cfg->dir);
@@ -565,12 +567,18 @@ ps_err store_put(store *s, const char *key, const symtab *st, const char *source
 }
 
 ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const char *error) {
+  return store_put_negative_ttl(s, key, kind, error, 0);
+}
+
+ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, const char *error,
+                              int64_t ttl) {
   if (!key || !*key)
     return PS_E_INVALID;
   int64_t now = now_s();
-  int64_t ttl = kind == STORE_NEG_MISSING     ? s->cfg.negative_missing_ttl
-                : kind == STORE_NEG_MALFORMED ? s->cfg.negative_malformed_ttl
-                                              : STORE_FETCH_ERROR_TTL;
+  if (ttl <= 0)
+    ttl = kind == STORE_NEG_MISSING     ? s->cfg.negative_missing_ttl
+          : kind == STORE_NEG_MALFORMED ? s->cfg.negative_malformed_ttl
+                                        : s->cfg.negative_error_ttl;
   pthread_mutex_lock(&s->write_mu);
   sqlite3 *db = store__conn_get(s);
   ps_err result = PS_E_OK;
@@ -624,6 +632,62 @@ ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const 
     exec(db, "ROLLBACK");
     result = PS_E_DATABASE;
   }
+out:
+  store__conn_put(s, db);
+  pthread_mutex_unlock(&s->write_mu);
+  return result;
+}
+
+ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag) {
+  if (freed)
+    *freed = 0;
+  pthread_mutex_lock(&s->write_mu);
+  sqlite3 *db = store__conn_get(s);
+  ps_err result = PS_E_OK;
+  if (!db) {
+    result = ps_diag_set(diag, PS_E_DATABASE, "cache", (size_t)-1, "no database connection");
+    goto out;
+  }
+  /* what the cache holds on disk: the database files and the table files */
+  uint64_t before = store_files_bytes(s->dir);
+  /* the room is for files beside the database: deleting must not write the
+   * deleted pages again (secure_delete, on in Debian's SQLite, zeroes each
+   * one through the WAL), and the WAL is emptied after each step */
+  int64_t secure = query_int(db, "PRAGMA secure_delete", 0);
+  exec(db, "PRAGMA secure_delete=OFF");
+  int total = 0;
+  for (;;) {
+    if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
+      result = db_fail(db, diag, "making room");
+      break;
+    }
+    int n = evict_step(s, db, "", bytes);
+    if (exec(db, "COMMIT") != SQLITE_OK) {
+      result = db_fail(db, diag, "making room");
+      store__unlink_doomed(s, db);
+      break;
+    }
+    store__unlink_doomed(s, db); /* the table files of the modules that went */
+    total += n;
+    /* the pages freed go back to the file system, so the files shrink */
+    if (n) {
+      exec(db, "PRAGMA incremental_vacuum");
+      exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    }
+    if (n < STORE_EVICT_STEP)
+      break; /* it fits, or nothing is left to evict */
+  }
+  exec(db, secure == 1 ? "PRAGMA secure_delete=ON" : secure == 2 ? "PRAGMA secure_delete=FAST"
+                                                                 : "PRAGMA secure_delete=OFF");
+  if (result != PS_E_OK)
+    goto out;
+  uint64_t after = store_files_bytes(s->dir);
+  if (freed)
+    *freed = before > after ? before - after : 0;
+  if (store__cap_bytes(db) + bytes > s->cfg.max_bytes)
+    result = ps_diag_set(diag, PS_E_LIMIT, "cache", (size_t)-1,
+                         "cannot make %llu bytes of room under the %llu-byte cap",
+                         (unsigned long long)bytes, (unsigned long long)s->cfg.max_bytes);
 out:
   store__conn_put(s, db);
   pthread_mutex_unlock(&s->write_mu);

@@ -19,7 +19,7 @@ void store__hot_free(hot *h) {
   if (!h)
     return;
   if (h->map.base)
-    store__unmap(&h->map); /* the arrays were the file's */
+    store__unmap_table(&h->st, &h->map); /* the arrays were the file's */
   else
     st_free(&h->st);
   free(h->key);
@@ -126,7 +126,7 @@ static void hot_insert(store *s, const char *key, symtab *st, const store_map *m
       copy_str(out->source, sizeof out->source, source);
     } else if (map->base) {
       store_map m = *map;
-      store__unmap(&m);
+      store__unmap_table(st, &m);
     } else {
       st_free(st);
     }

@@ -22,5 +22,6 @@ int cmd_health(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_symbolicate(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "fetch.h"
 #include "settings.h"
 #include "store.h"
 
@@ -65,10 +66,13 @@ static const char *SUB_HELP[][2] = {
               "nothing matched.\n"},
     {"verify", "usage: pdbsym cache verify [--fix] [--cache-dir DIR]\n\n"
                "Runs SQLite's integrity check, then loads every module and checks its\n"
-               "counts, checksum and indices.  Prints each problem; exit status 1 if any.\n"
-               "--fix removes the damaged modules (they are fetched again when needed).\n"},
+               "counts, checksum and indices, and looks for unfinished downloads that\n"
+               "ended processes left in the cache folder's tmp/.  Prints each problem;\n"
+               "exit status 1 if any.  --fix removes the damaged modules (they are fetched\n"
+               "again when needed) and those downloads.\n"},
     {"clear", "usage: pdbsym cache clear [--negative] [--cache-dir DIR]\n\n"
-              "Removes every entry and gives the space back to the file system.  With\n"
+              "Removes every entry, and the unfinished downloads of ended processes, and\n"
+              "gives the space back to the file system.  With\n"
               "--negative, removes only the remembered failures (modules that were not\n"
               "found or could not be read), so they are tried again at the next request.\n"},
 };
@@ -170,6 +174,8 @@ static bool same_answer(const st_answer *a, const st_answer *b) {
     const st_symbol *x = &a->syms[i], *y = &b->syms[i];
     if (!same_str(x->function, y->function) || !same_str(x->mangled, y->mangled) ||
         !same_str(x->file, y->file) || !same_str(x->async_method, y->async_method) ||
+        !same_str(x->user_method, y->user_method) ||
+        !same_str(x->local_function, y->local_function) || x->generated != y->generated ||
         x->line != y->line || x->column != y->column || x->end_line != y->end_line ||
         x->end_column != y->end_column || x->function_offset != y->function_offset ||
         x->kickoff_token != y->kickoff_token || x->inlined != y->inlined ||
@@ -389,10 +395,34 @@ static void print_problem(void *ctx, const char *key, const char *problem) {
   printf("problem: %s: %s\n", key, problem);
 }
 
-static int do_verify(store *s, bool fix) {
+/* Unfinished downloads that ended processes left in DIR/tmp (a running
+ * process's are left alone): removed with remove, else counted.  Returns the
+ * number of files. */
+static uint64_t sweep_downloads(const char *dir, bool remove) {
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+  uint64_t files = 0, bytes = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (fetch_sweep_tmp(tmp, remove, &files, &bytes, &d) != PS_E_OK) {
+    char msg[300];
+    fprintf(stderr, "pdbsym cache: %s\n", ps_diag_format(&d, msg, sizeof msg));
+  } else if (files) {
+    printf("%s %" PRIu64 " unfinished download file%s (%" PRIu64 " bytes) in %s\n",
+           remove ? "removed" : "problem: found", files, files == 1 ? "" : "s", bytes, tmp);
+  }
+  return files;
+}
+
+static int do_verify(store *s, const char *dir, bool fix) {
   int problems = 0;
   uint64_t checked = 0;
   ps_err e = store_verify(s, fix, print_problem, &problems, &checked);
+  if (sweep_downloads(dir, fix) && !fix) {
+    problems++;
+    if (e == PS_E_OK)
+      e = PS_E_CORRUPT;
+  }
   printf("checked %" PRIu64 " modules, %d problems\n", checked, problems);
   if (e != PS_E_OK && !fix)
     fprintf(stderr, "pdbsym cache verify: problems found; 'pdbsym cache verify --fix' removes "
@@ -400,8 +430,10 @@ static int do_verify(store *s, bool fix) {
   return e == PS_E_OK ? 0 : 1;
 }
 
-static int do_clear(store *s, bool negative) {
+static int do_clear(store *s, const char *dir, bool negative) {
   uint64_t removed = 0;
+  if (!negative)
+    sweep_downloads(dir, true);
   ps_err e = store_clear(s, negative, &removed);
   if (e != PS_E_OK) {
     fprintf(stderr, "pdbsym cache clear: %s (%s); is another pdbsym writing? try again\n",
@@ -512,9 +544,9 @@ int cmd_cache(int argc, char **argv) {
   else if (!strcmp(sub, "evict"))
     status = do_evict(s, arg);
   else if (!strcmp(sub, "verify"))
-    status = do_verify(s, o.fix);
+    status = do_verify(s, o.dir, o.fix);
   else if (!strcmp(sub, "clear"))
-    status = do_clear(s, o.negative);
+    status = do_clear(s, o.dir, o.negative);
   else if (!strcmp(sub, "_fill"))
     status = fill(s, &o);
   else

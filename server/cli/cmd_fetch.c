@@ -29,7 +29,8 @@ static void fetch_usage(FILE *out) {
           "  --out FILE              where to write it\n"
           "  --format windows|portable  which key to try (default both)\n"
           "  --symbol-path PATH      sources (default $PDBSYM_SYMBOL_PATH, else Microsoft's)\n"
-          "  --config FILE           a config file of `key = value` lines (symbol_path)\n"
+          "  --offline               read the symbol path's folders only (env PDBSYM_OFFLINE)\n"
+          "  --config FILE           a config file of `key = value` lines (symbol_path, offline)\n"
           "  --header 'Name: value'  extra HTTP header for every HTTP source (repeatable)\n"
           "  --connect-timeout-ms N  --low-speed-time S  --low-speed-limit BYTES_PER_S\n"
           "  --retries N (-1: none)  --retry-base-ms N  --max-redirects N\n"
@@ -39,9 +40,9 @@ static void fetch_usage(FILE *out) {
           "Exit status: 0 written, 1 not found or the download failed, 2 usage error.\n");
 }
 
-static bool accept_any(void *ctx, const char *path, ps_diag *diag) {
+static bool accept_any(void *ctx, const fetch_file *file, ps_diag *diag) {
   (void)ctx;
-  (void)path;
+  (void)file;
   (void)diag;
   return true;
 }
@@ -69,11 +70,13 @@ int cmd_fetch(int argc, char **argv) {
   int nh = 0;
   settings set; /* PDBSYM_SYMBOL_PATH and the config file, as every command */
   settings_init(&set, argc, argv);
+  cfg_dl_limits(&set.cfg, &cfg.lim); /* the download settings (deadlines, retries...), as serve's */
   cfg.symbol_path = set.symbol_path;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     long long n = 0;
+    int sf;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fetch_usage(stdout);
       return 0;
@@ -87,11 +90,9 @@ int cmd_fetch(int argc, char **argv) {
       out = v, i++;
     } else if (!strcmp(a, "--format") && v) {
       format = v, i++;
-    } else if (!strcmp(a, "--config") && v) {
-      i++; /* read by settings_init */
-    } else if (!strncmp(a, "--config=", 9)) {
-    } else if (!strcmp(a, "--symbol-path") && v) {
-      cfg.symbol_path = v, i++;
+    } else if ((sf = settings_flag(&set, argc, argv, &i)) != 0) {
+      if (sf < 0)
+        return 2; /* --symbol-path, --offline, --config...: the shared flags */
     } else if (!strcmp(a, "--header") && v) {
       if (nh == 32) {
         fprintf(stderr, "pdbsym fetch: at most 32 --header\n");
@@ -101,17 +102,17 @@ int cmd_fetch(int argc, char **argv) {
     } else if (a[0] == '-' && a[1] == '-' && v && parse_num(v, &n)) {
       i++;
       if (!strcmp(a, "--connect-timeout-ms"))
-        cfg.connect_timeout_ms = (long)n;
+        cfg.lim.connect_timeout_ms = (long)n;
       else if (!strcmp(a, "--low-speed-time"))
-        cfg.low_speed_time_s = (long)n;
+        cfg.lim.low_speed_time_s = (long)n;
       else if (!strcmp(a, "--low-speed-limit"))
-        cfg.low_speed_limit = (long)n;
+        cfg.lim.low_speed_limit = (long)n;
       else if (!strcmp(a, "--retries"))
-        cfg.max_retries = n == 0 ? -1 : (int)n;
+        cfg.lim.max_retries = n == 0 ? -1 : (int)n;
       else if (!strcmp(a, "--retry-base-ms"))
-        cfg.retry_base_ms = (long)n;
+        cfg.lim.retry_base_ms = (long)n;
       else if (!strcmp(a, "--max-redirects"))
-        cfg.max_redirects = (int)n;
+        cfg.lim.max_redirects = (int)n;
       else if (!strcmp(a, "--max-bytes"))
         cfg.max_download_bytes = (uint64_t)n;
       else if (!strcmp(a, "--max-inflated"))
@@ -137,6 +138,7 @@ int cmd_fetch(int argc, char **argv) {
   }
   headers[nh] = NULL;
   cfg.headers = nh ? headers : NULL;
+  cfg.symbol_path = set.symbol_path;
 
   module_id m;
   memset(&m, 0, sizeof m);
@@ -152,9 +154,7 @@ int cmd_fetch(int argc, char **argv) {
       return 2;
     }
     m.has_code_id = true;
-  } else if (!module_parse_debug_id(pos[1], m.guid, &m.age, &why)) {
-    fprintf(stderr, "pdbsym fetch: %s\n", why);
-    return 2;
+    snprintf(m.code_id_text, sizeof m.code_id_text, "%s", pos[1]);
   }
   st_format fmt = ST_FORMAT_UNKNOWN;
   if (format && !strcmp(format, "windows"))
@@ -164,6 +164,15 @@ int cmd_fetch(int argc, char **argv) {
   else if (format) {
     fprintf(stderr, "pdbsym fetch: --format is windows or portable\n");
     return 2;
+  }
+  if (!code) {
+    m.format = fmt; /* a debug id without an age names a Portable PDB (module.h) */
+    if (!module_set_debug_id(&m, pos[1], &why)) {
+      fprintf(stderr, "pdbsym fetch: %s\n", why);
+      return 2;
+    }
+    fmt = m.format;
+    m.format = ST_FORMAT_UNKNOWN;
   }
 
   /* download next to the output so the final rename stays on one file system */
@@ -186,6 +195,36 @@ int cmd_fetch(int argc, char **argv) {
   if (fetch_open(&cfg, &f, &d) != PS_E_OK) {
     fprintf(stderr, "pdbsym fetch: %s\n", ps_diag_format(&d, msg, sizeof msg));
     return 2;
+  }
+  if (set.offline) {
+    /* offline (--offline, PDBSYM_OFFLINE, offline = true): the symbol path's
+     * folders only, in their order; its servers are never asked */
+    static char folders[sizeof set.cfg.symbol_path];
+    size_t used = 0;
+    bool fit = true;
+    for (size_t i = 0; i < fetch_source_count(f); i++) {
+      fetch_source_info si;
+      if (!fetch_source_get(f, i, &si) || si.http)
+        continue;
+      int w = snprintf(folders + used, sizeof folders - used, "%s%s", used ? ";" : "", si.base);
+      if (w < 0 || (size_t)w >= sizeof folders - used) {
+        fit = false;
+        break;
+      }
+      used += (size_t)w;
+    }
+    fetch_close(f);
+    f = NULL;
+    if (!fit || used == 0) {
+      fprintf(stderr, "pdbsym fetch: offline, and the symbol path names no folder to read%s\n",
+              fit ? "" : " (too long)");
+      return 1;
+    }
+    cfg.symbol_path = folders;
+    if (fetch_open(&cfg, &f, &d) != PS_E_OK) {
+      fprintf(stderr, "pdbsym fetch: %s\n", ps_diag_format(&d, msg, sizeof msg));
+      return 2;
+    }
   }
   if (verbose)
     for (size_t i = 0; i < fetch_source_count(f); i++) {

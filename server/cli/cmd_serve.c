@@ -34,8 +34,19 @@ int cmd_serve(int argc, char **argv) {
             cfg.log_level);
     return 2;
   }
-  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes) {
-    fprintf(stderr, "pdbsym serve: max_inflight, max_connections and max_body_bytes must be > 0\n");
+  if (!api_check_config(&cfg, err, sizeof err)) {
+    fprintf(stderr, "pdbsym serve: %s\n", err);
+    return 2;
+  }
+  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.download_workers ||
+      !cfg.download_queue || !cfg.max_parallel_downloads) {
+    fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, download_workers, "
+                    "download_queue and max_parallel_downloads must be > 0\n");
+    return 2;
+  }
+  if (cfg.download_workers > 256 || cfg.download_queue > 1000000 || cfg.max_parallel_downloads > 256) {
+    fprintf(stderr, "pdbsym serve: download_workers and max_parallel_downloads are at most 256, "
+                    "download_queue at most 1000000\n");
     return 2;
   }
 

@@ -159,11 +159,6 @@ static int add_module(task_list *l, const char *file, const char *id, const char
     fprintf(stderr, "pdbsym warm: %s: a module needs debug_file and debug_id\n", where);
     return -1;
   }
-  if (!module_parse_file_name(file, t.m.debug_file, sizeof t.m.debug_file, &why) ||
-      !module_parse_debug_id(id, t.m.guid, &t.m.age, &why)) {
-    fprintf(stderr, "pdbsym warm: %s: %s\n", where, why);
-    return -1;
-  }
   if (fmt && !strcmp(fmt, "windows")) {
     t.m.format = ST_FORMAT_WINDOWS;
   } else if (fmt && !strcmp(fmt, "portable")) {
@@ -171,6 +166,12 @@ static int add_module(task_list *l, const char *file, const char *id, const char
   } else if (fmt) {
     fprintf(stderr, "pdbsym warm: %s: format must be windows or portable, not '%s'\n", where,
             fmt);
+    return -1;
+  }
+  /* the format first: a debug id without an age is refused for Windows */
+  if (!module_parse_file_name(file, t.m.debug_file, sizeof t.m.debug_file, &why) ||
+      !module_set_debug_id(&t.m, id, &why)) {
+    fprintf(stderr, "pdbsym warm: %s: %s\n", where, why);
     return -1;
   }
   return push(l, &t) ? 0 : -1;

@@ -11,6 +11,7 @@ static const cli_command commands[] = {
     {"dump", "show what pdbsym reads from a PDB or PE file", cmd_dump},
     {"symbolicate", "answer a POST /symbolicate body from stdin, without a server",
      cmd_symbolicate},
+    {"trace", "symbolicate a .NET EventPipe trace (.nettrace)", cmd_trace},
     {"warm", "fill the cache ahead of time", cmd_warm},
     {"health", "check that a running service answers /health", cmd_health},
     {"version", "print the version", cmd_version},

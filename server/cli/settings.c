@@ -138,15 +138,23 @@ const char *settings_help(void) {
          "                      lists (env PDBSYM_CONFIG)\n";
 }
 
-void settings_engine_config_from(const srv_config *cfg, engine_config *ec) {
+void settings_engine_config_from(const srv_config *c, engine_config *ec) {
   memset(ec, 0, sizeof *ec);
-  ec->cache_dir = cfg->cache_dir;
-  ec->symbol_path = cfg->symbol_path[0] ? cfg->symbol_path : NULL;
-  ec->cache_max_bytes = cfg->cache_max_bytes; /* 0: the cache's default */
-  ec->mem_max_bytes = cfg->mem_max_bytes;
-  ec->max_pdb_bytes = cfg->max_pdb_bytes;
-  ec->max_parallel_downloads = (int)cfg->max_parallel_downloads;
-  ec->offline = cfg->offline;
+  ec->cache_dir = c->cache_dir;
+  ec->symbol_path = c->symbol_path[0] ? c->symbol_path : NULL;
+  ec->cache_max_bytes = c->cache_max_bytes; /* 0: the cache's default */
+  ec->mem_max_bytes = c->mem_max_bytes;
+  ec->max_pdb_bytes = c->max_pdb_bytes;
+  ec->max_parallel_downloads = (int)c->max_parallel_downloads;
+  ec->download_workers = (int)c->download_workers;
+  ec->download_queue = (int)c->download_queue;
+  ec->offline = c->offline;
+  cfg_dl_limits(c, &ec->dl);
+  ec->negative_missing_ttl = (int64_t)c->negative_missing_ttl;
+  ec->negative_malformed_ttl = (int64_t)c->negative_malformed_ttl;
+  ec->negative_suspect_ttl = (int64_t)c->negative_suspect_ttl;
+  ec->negative_error_ttl = (int64_t)c->negative_error_ttl;
+  ec->negative_error_max_ttl = (int64_t)c->negative_error_max_ttl;
 }
 
 void settings_engine_config(const settings *s, engine_config *ec) {

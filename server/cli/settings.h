@@ -49,6 +49,7 @@ const char *settings_help(void);
 /* The engine's settings, as every command and `pdbsym serve` pass them:
  * from s, or from a config serve loaded itself (on_download left NULL). */
 void settings_engine_config(const settings *s, engine_config *ec);
+/* The engine's configuration from a srv_config (every setting config.c lists). */
 void settings_engine_config_from(const srv_config *cfg, engine_config *ec);
 
 /* Parses "1000", "64K", "512M", "2G" (binary units).  false on junk/overflow. */

@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "loader.h"
+#include "pdb.h"
 
 #define SYMFILE_MAX_INFLATED ((uint64_t)4 << 30)
 #define SYMFILE_MAX_FILE ((uint64_t)4 << 30) /* symfile_load: each file */
@@ -95,6 +96,23 @@ void symfile_close(symfile *f) {
   f->len = 0;
 }
 
+void symfile_release_hook(symfile *f, void (**fn)(void *, const uint8_t *, size_t), void **arg) {
+  *fn = f->inflated ? NULL : filemap_release;
+  *arg = f->inflated ? NULL : &f->fm;
+}
+
+ps_err symfile_read(symfile *fm, const symfile *im, ps_budget *budget, symtab *st,
+                    ps_diag *diag) {
+  st_init(st, budget);
+  if (!im && loader_sniff(fm->data, fm->len) == LOAD_MSF) {
+    pdb_options o = {0};
+    symfile_release_hook(fm, &o.release, &o.release_arg);
+    return pdb_read_with(fm->data, fm->len, budget, &o, st, diag);
+  }
+  return loader_read(fm->data, fm->len, im ? im->data : NULL, im ? im->len : 0, budget, st,
+                     diag);
+}
+
 int symfile_load(const char *file, const char *image, symtab *st) {
   symfile fm, im;
   ps_diag d;
@@ -113,8 +131,7 @@ int symfile_load(const char *file, const char *image, symtab *st) {
   }
   ps_budget budget;
   ps_budget_init(&budget, PS_DEFAULT_BUDGET);
-  st_init(st, &budget);
-  ps_err rc = loader_read(fm.data, fm.len, image ? im.data : NULL, im.len, &budget, st, &d);
+  ps_err rc = symfile_read(&fm, image ? &im : NULL, &budget, st, &d);
   st->budget = NULL; /* the budget lives on this stack frame only */
   symfile_close(&fm);
   if (image)

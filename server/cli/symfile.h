@@ -33,6 +33,17 @@ bool symfile_gzipped(const char *path);
 ps_err symfile_open(symfile *f, const char *path, uint64_t max_bytes, ps_diag *diag);
 void symfile_close(symfile *f);
 
+/* pdb_options.release for f's bytes: a mapped file's pages are dropped once
+ * read; an inflated copy is kept (*fn NULL). */
+void symfile_release_hook(symfile *f, void (**fn)(void *, const uint8_t *, size_t), void **arg);
+
+/* The whole symbol table of the open file fm (and the open image im, or
+ * NULL): loader_read, or for a Windows PDB without an image pdb_read_with
+ * with the release hook, so the parse's peak memory is its tables.  st is
+ * st_init'ed here; on success finished, else the caller st_free's it. */
+ps_err symfile_read(symfile *fm, const symfile *im, ps_budget *budget, symtab *st,
+                    ps_diag *diag);
+
 /* `pdbsym lookup` and `dump`: the symbol table of file (a Windows PDB, a
  * Portable PDB or a PE with an embedded Portable PDB, NAME.gz inflated),
  * finished, into st (the caller st_free's it); image, if not NULL, is the

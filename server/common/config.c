@@ -33,8 +33,29 @@ static const cf_setting settings[] = {
     S(symbol_path, "", "upstream sources, _NT_SYMBOL_PATH syntax; empty: Microsoft's public symbol server"),
     Z(cache_max_bytes, "0", "byte cap of the cache database; 0: the cache's default (2 GiB)"),
     Z(mem_max_bytes, "0", "byte budget of modules kept parsed in memory; 0: default (256 MiB)"),
-    Z(max_pdb_bytes, "0", "largest PDB accepted for download; 0: default"),
-    U(max_parallel_downloads, "0", "downloads running at once; 0: default"),
+    Z(max_pdb_bytes, "0", "largest file accepted for download (PDB, PE, unpacked .pd_); 0: default (4 GiB); never more than cache_max_bytes"),
+    U(max_parallel_downloads, "4", "HTTP transfers at once per symbol source"),
+    U(download_workers, "4", "threads that read folder sources, unpack, parse and store downloads"),
+    U(download_queue, "1000", "modules being looked up at once; a module beyond waits for room until its request's timeout, then is pending"),
+    U(download_connect_timeout, "10", "seconds to connect to a symbol server"),
+    U(download_first_byte_timeout, "30", "seconds from connecting to the first byte of the answer"),
+    U(download_timeout, "120", "seconds one transfer may take, at least (see download_min_rate)"),
+    Z(download_min_rate, "1M", "bytes/s: a transfer declaring N bytes may take N / download_min_rate seconds when that is longer than download_timeout"),
+    Z(download_low_speed, "1K", "bytes/s under which a transfer is abandoned ..."),
+    U(download_low_speed_time, "30", "... after this many seconds"),
+    U(download_retries, "2", "retries of a transfer after a 5xx, 408, 429, a timeout or a reset (never a 404)"),
+    U(download_retry_base_ms, "250", "first retry's wait; doubled each time, +-25%, at most 8 s"),
+    U(max_redirects, "5", "redirects followed per transfer (http and https only)"),
+    U(max_decoded_ratio, "64", "a content-encoded (gzip...) body may inflate at most this many times"),
+    U(source_fail_threshold, "3", "failed transfers in a row (404s are not failures) after which a source is left alone ..."),
+    U(source_backoff, "5", "... for this many seconds, doubled per further failure ..."),
+    U(source_backoff_max, "300", "... up to this many seconds"),
+    B(refuse_private_redirects, "false", "refuse redirects and file.ptr URLs to loopback, link-local and private addresses, unless the source's own address is one"),
+    U(negative_missing_ttl, "3600", "seconds a module no source has is remembered as missing"),
+    U(negative_malformed_ttl, "86400", "seconds a complete, clean download that cannot be read is remembered as malformed"),
+    U(negative_suspect_ttl, "300", "seconds an unreadable download that may not be the file (HTML page, no PDB signature, length unknown) is remembered"),
+    U(negative_error_ttl, "30", "seconds a fetch error, timeout or identity mismatch is remembered; doubled per further failure ..."),
+    U(negative_error_max_ttl, "3600", "... up to this many seconds"),
     B(offline, "false", "never touch the network: answer from the cache and local folders only"),
     Z(max_body_bytes, "8M", "largest request body; larger ones get 413"),
     U(max_frames, "10000", "most frames in one request; more get 400"),
@@ -47,6 +68,16 @@ static const cf_setting settings[] = {
     U(max_timeout, "300", "largest timeout a request may ask for (seconds)"),
     U(retry_after, "2", "seconds suggested to clients in retry_after / Retry-After"),
     U(shutdown_grace, "30", "seconds SIGTERM waits for requests in flight before closing"),
+    Z(max_trace_bytes, "4G", "largest POST /traces body (a .nettrace file); larger ones get 413"),
+    U(max_trace_jobs, "2", "POST /traces requests processed at once; more get 503"),
+    Z(trace_stack_budget, "32M", "bytes of interned stacks a trace job keeps in memory before spilling them to disk"),
+    Z(trace_code_budget, "256M", "bytes a trace job may spend on the trace's methods, addresses and frames"),
+    S(trace_spill_dir, "", "folder for trace jobs' spill files and answers; empty: $TMPDIR or /tmp"),
+    S(cors_origins, "*", "origins a browser page may call /symbolicate/v5 from: * (any), a comma-separated list (https://profiler.firefox.com), or empty (none)"),
+    U(cors_max_age, "600", "seconds a browser may keep the answer to a CORS preflight"),
+    U(v5_max_frames, "200000", "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),
+    U(v5_max_jobs, "1000", "most jobs in one /symbolicate/v5 request (the Firefox Profiler sends one per library); more get 400"),
+    U(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
     S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -290,7 +321,7 @@ int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap) {
 void cfg_help(FILE *out) {
   fprintf(out, "settings (flag --KEY, environment PDBSYM_KEY, config file `key = value`):\n");
   for (size_t i = 0; i < NSETTINGS; i++) {
-    fprintf(out, "  %-24s default %-16s %s\n", settings[i].key,
+    fprintf(out, "  %-28s default %-8s %s\n", settings[i].key,
             *settings[i].def ? settings[i].def : "\"\"", settings[i].help);
   }
   fprintf(out, "  --config FILE (or PDBSYM_CONFIG) reads a config file; precedence:\n"
@@ -315,4 +346,22 @@ void cfg_print(const srv_config *c, FILE *out) {
       break;
     }
   }
+}
+
+void cfg_dl_limits(const srv_config *c, dl_limits *out) {
+  memset(out, 0, sizeof *out);
+  out->connect_timeout_ms = (long)c->download_connect_timeout * 1000;
+  out->first_byte_timeout_ms = (long)c->download_first_byte_timeout * 1000;
+  out->transfer_timeout_ms = (long)c->download_timeout * 1000;
+  out->min_rate = c->download_min_rate;
+  out->low_speed_limit = (long)c->download_low_speed;
+  out->low_speed_time_s = (long)c->download_low_speed_time;
+  out->max_retries = c->download_retries ? (int)c->download_retries : -1;
+  out->retry_base_ms = (long)c->download_retry_base_ms;
+  out->max_redirects = (int)c->max_redirects;
+  out->max_decoded_ratio = c->max_decoded_ratio;
+  out->source_fail_threshold = (int)c->source_fail_threshold;
+  out->source_backoff_ms = (long)c->source_backoff * 1000;
+  out->source_backoff_max_ms = (long)c->source_backoff_max * 1000;
+  out->refuse_private = c->refuse_private_redirects;
 }

@@ -23,7 +23,28 @@ typedef struct {
   uint64_t cache_max_bytes;   /* 0 = the cache's default */
   uint64_t mem_max_bytes;     /* 0 = the engine's default */
   uint64_t max_pdb_bytes;     /* 0 = the engine's default */
-  uint64_t max_parallel_downloads;
+  uint64_t max_parallel_downloads; /* transfers at once per HTTP source */
+  uint64_t download_workers;
+  uint64_t download_queue;
+  uint64_t download_connect_timeout;     /* seconds */
+  uint64_t download_first_byte_timeout;  /* seconds */
+  uint64_t download_timeout;             /* seconds */
+  uint64_t download_min_rate;            /* bytes/s */
+  uint64_t download_low_speed;           /* bytes/s */
+  uint64_t download_low_speed_time;      /* seconds */
+  uint64_t download_retries;
+  uint64_t download_retry_base_ms;
+  uint64_t max_redirects;
+  uint64_t max_decoded_ratio;
+  uint64_t source_fail_threshold;
+  uint64_t source_backoff;               /* seconds */
+  uint64_t source_backoff_max;           /* seconds */
+  bool refuse_private_redirects;
+  uint64_t negative_missing_ttl;         /* seconds */
+  uint64_t negative_malformed_ttl;
+  uint64_t negative_suspect_ttl;
+  uint64_t negative_error_ttl;
+  uint64_t negative_error_max_ttl;
   bool offline;
   uint64_t max_body_bytes;
   uint64_t max_frames;
@@ -36,9 +57,46 @@ typedef struct {
   uint64_t max_timeout;        /* seconds */
   uint64_t retry_after;        /* seconds */
   uint64_t shutdown_grace;     /* seconds */
+  uint64_t max_trace_bytes;    /* POST /traces body cap */
+  uint64_t max_trace_jobs;     /* POST /traces at once */
+  uint64_t trace_stack_budget; /* bytes of interned stacks per trace job; 0 = default */
+  uint64_t trace_code_budget;  /* bytes of code tables per trace job; 0 = default */
+  char trace_spill_dir[1024];  /* spill and answer files; "" = $TMPDIR or /tmp */
+  char cors_origins[1024];     /* /symbolicate/v5: origins allowed by CORS ("*", a list, "") */
+  uint64_t cors_max_age;       /* seconds a browser may cache a preflight's answer */
+  uint64_t v5_max_frames;      /* /symbolicate/v5: addresses in one request, all jobs */
+  uint64_t v5_max_jobs;
+  uint64_t v5_timeout;         /* seconds a v5 request waits for its modules */
   char log_level[16];          /* debug, info, warn, error */
   char config_file[1024];      /* the file read, "" if none */
 } srv_config;
+
+/* The limits of each transfer from a symbol server, as the settings give
+ * them (docs/fetch.md, "Downloads"); fetch_config and engine_config carry one
+ * each.  0 (false) fields take fetch.h's defaults. */
+typedef struct {
+  long connect_timeout_ms;       /* 0: 10000 */
+  long first_byte_timeout_ms;    /* request sent to first byte of the answer; 0: 30000 */
+  long transfer_timeout_ms;      /* one transfer's total time, at least; 0: 120000 */
+  uint64_t min_rate;             /* bytes/s: a transfer declaring N bytes may take
+                                    max(transfer_timeout, N / min_rate); 0: 1 MiB/s */
+  long low_speed_time_s;         /* 0: 30 (abort when under low_speed_limit that long) */
+  long low_speed_limit;          /* bytes/s, 0: 1024 */
+  int max_retries;               /* 0: 2, <0: none (on 5xx, timeouts, resets; never on 404) */
+  long retry_base_ms;            /* 0: 250 (backoff: base * 2^attempt, +-25%, at most 8 s) */
+  int max_redirects;             /* 0: 5 */
+  uint64_t max_decoded_ratio;    /* HTTP content-encoding: decoded bytes per encoded byte
+                                    (past the first 64 KiB); 0: 64 */
+  int source_fail_threshold;     /* failed transfers in a row that put a source in backoff; 0: 3 */
+  long source_backoff_ms;        /* ... for this long, doubled per further failure; 0: 5000 */
+  long source_backoff_max_ms;    /* 0: 300000 */
+  bool refuse_private;           /* redirects and file.ptr URLs leading to loopback,
+                                    link-local or private addresses are refused unless
+                                    the source's own address is of that kind */
+} dl_limits;
+
+/* The download_* (and related) settings of c as a dl_limits. */
+void cfg_dl_limits(const srv_config *c, dl_limits *out);
 
 /* Fills c from defaults, environment, config file (--config FILE or
  * PDBSYM_CONFIG) and flags argv[1..argc-1].  Returns 0 on success, 1 when

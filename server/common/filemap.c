@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,4 +49,18 @@ void filemap_close(filemap *fm) {
   if (fm->map)
     munmap(fm->map, fm->map_len);
   memset(fm, 0, sizeof *fm);
+}
+
+void filemap_release(void *arg, const uint8_t *p, size_t n) {
+  filemap *fm = arg;
+  if (!fm || !fm->map || !p || p < (const uint8_t *)fm->map ||
+      (size_t)(p - (const uint8_t *)fm->map) > fm->map_len ||
+      n > fm->map_len - (size_t)(p - (const uint8_t *)fm->map))
+    return;
+  long ps = sysconf(_SC_PAGESIZE);
+  uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096u;
+  uintptr_t from = ((uintptr_t)p + page - 1) / page * page; /* whole pages only */
+  uintptr_t to = ((uintptr_t)p + n) / page * page;
+  if (to > from)
+    madvise((void *)from, to - from, MADV_DONTNEED);
 }

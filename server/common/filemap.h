@@ -20,5 +20,11 @@ typedef struct {
 /* max_bytes 0 means no cap.  On failure diag says why (PS_E_IO, PS_E_LIMIT). */
 ps_err filemap_open(filemap *fm, const char *path, uint64_t max_bytes, ps_diag *diag);
 void filemap_close(filemap *fm);
+/* Drops the whole pages of [p, p+n) (inside the mapping) from this process's
+ * memory (madvise MADV_DONTNEED): the bytes stay readable, read back from the
+ * file (or the page cache) if touched again.  For pdb_options.release: a
+ * parse's peak memory is then its tables, not the tables plus the file.
+ * arg is the filemap. */
+void filemap_release(void *arg, const uint8_t *p, size_t n);
 
 #endif

@@ -57,7 +57,12 @@ static int hexval(int c) {
   return -1;
 }
 
-bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, const char **why) {
+/* The forms, case-insensitive (module.h lists them with examples):
+ *   GUID as 8-4-4-4-12, then nothing or '-' and the age;
+ *   GUID as 32 digits, then nothing, the age, or '-' and the age.
+ * Each failure has its own message, naming what is wrong where. */
+bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, bool *has_age,
+                              const char **why) {
   const char *dummy;
   if (!why)
     why = &dummy;
@@ -65,67 +70,126 @@ bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, cons
     *why = "missing";
     return false;
   }
-  /* collect the 32 GUID digits, accepting dashes only in GUID positions */
+  if (!*in) {
+    *why = "debug_id: empty";
+    return false;
+  }
   char hex[32];
   size_t nh = 0;
   const char *p = in;
-  bool dashed = strlen(in) > 8 && in[8] == '-';
+  size_t n = strlen(in);
+  bool dashed = n > 8 && in[8] == '-';
   if (dashed) {
     static const int groups[5] = {8, 4, 4, 4, 12};
     for (int g = 0; g < 5; g++) {
-      for (int k = 0; k < groups[g]; k++) {
-        if (hexval(*p) < 0) {
-          *why = "debug_id: expected a GUID (8-4-4-4-12 hex digits)";
+      for (int k = 0; k < groups[g]; k++, p++) {
+        if (*p == '\0') {
+          *why = "debug_id: the GUID is cut short (expected 8-4-4-4-12 hex digits)";
           return false;
         }
-        hex[nh++] = *p++;
+        if (*p == '-') {
+          *why = "debug_id: the GUID's dashes must split it 8-4-4-4-12";
+          return false;
+        }
+        if (hexval((unsigned char)*p) < 0) {
+          *why = "debug_id: not a hex digit in the GUID";
+          return false;
+        }
+        hex[nh++] = *p;
       }
       if (g < 4) {
+        if (*p == '\0') {
+          *why = "debug_id: the GUID is cut short (expected 8-4-4-4-12 hex digits)";
+          return false;
+        }
         if (*p != '-') {
-          *why = "debug_id: expected a GUID (8-4-4-4-12 hex digits)";
+          *why = "debug_id: the GUID's dashes must split it 8-4-4-4-12";
           return false;
         }
         p++;
       }
     }
-    if (*p == '-')
-      p++;
-    else if (*p != '\0') {
-      *why = "debug_id: expected '-' and the age after the GUID";
+    if (*p != '\0' && *p != '-') {
+      *why = "debug_id: expected '-' and the age after the 8-4-4-4-12 GUID";
       return false;
     }
   } else {
-    for (; nh < 32; nh++) {
-      if (hexval(*p) < 0) {
-        *why = "debug_id: expected 32 hex digits followed by the age in hex";
+    for (; nh < 32; nh++, p++) {
+      if (*p == '\0') {
+        *why = "debug_id: shorter than a GUID (32 hex digits, then the age in hex)";
         return false;
       }
-      hex[nh] = *p++;
+      if (hexval((unsigned char)*p) < 0) {
+        *why = *p == '-' ? "debug_id: a dash inside the GUID: write it 8-4-4-4-12 or as 32 hex digits"
+                         : "debug_id: not a hex digit in the GUID";
+        return false;
+      }
+      hex[nh] = *p;
+    }
+  }
+  bool dash = *p == '-';
+  if (dash) {
+    p++;
+    if (*p == '\0') {
+      *why = "debug_id: nothing after the '-' that should start the age";
+      return false;
     }
   }
   uint64_t a = 0;
   size_t ndig = 0;
   for (; *p; p++, ndig++) {
-    int v = hexval(*p);
-    if (v < 0 || ndig >= 8) {
-      *why = "debug_id: the age must be at most 8 hex digits";
+    int v = hexval((unsigned char)*p);
+    if (v < 0) {
+      *why = "debug_id: the age after the GUID must be hex digits";
+      return false;
+    }
+    if (ndig == 8) {
+      *why = dash || dashed ? "debug_id: the age is longer than 8 hex digits"
+                            : "debug_id: more than 8 hex digits after the GUID's 32 (the age "
+                              "is at most 8)";
       return false;
     }
     a = a * 16 + (uint64_t)v;
   }
-  if (dashed && ndig == 0 && p[-1] == '-') {
-    *why = "debug_id: missing age after '-'";
-    return false;
-  }
   uint8_t b[16];
   for (int i = 0; i < 16; i++)
-    b[i] = (uint8_t)(hexval(hex[2 * i]) * 16 + hexval(hex[2 * i + 1]));
+    b[i] = (uint8_t)(hexval((unsigned char)hex[2 * i]) * 16 + hexval((unsigned char)hex[2 * i + 1]));
   /* text order -> on-disk layout: Data1 (4), Data2 (2), Data3 (2) little-endian */
   guid[0] = b[3]; guid[1] = b[2]; guid[2] = b[1]; guid[3] = b[0];
   guid[4] = b[5]; guid[5] = b[4];
   guid[6] = b[7]; guid[7] = b[6];
   memcpy(guid + 8, b + 8, 8);
   *age = (uint32_t)a;
+  if (has_age)
+    *has_age = ndig > 0;
+  return true;
+}
+
+bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, const char **why) {
+  bool has_age = false;
+  if (!module_parse_debug_id_ex(in, guid, age, &has_age, why))
+    return false;
+  if (!has_age) {
+    if (why)
+      *why = MODULE_NO_AGE;
+    return false;
+  }
+  return true;
+}
+
+bool module_set_debug_id(module_id *m, const char *in, const char **why) {
+  bool has_age = false;
+  if (!module_parse_debug_id_ex(in, m->guid, &m->age, &has_age, why))
+    return false;
+  if (has_age)
+    return true;
+  if (m->format == ST_FORMAT_WINDOWS) {
+    if (why)
+      *why = MODULE_NO_AGE;
+    return false;
+  }
+  m->format = ST_FORMAT_PORTABLE; /* only a Portable PDB is named by its GUID alone */
+  m->age = 0;
   return true;
 }
 
@@ -140,7 +204,7 @@ bool module_parse_code_id(const char *in, uint32_t *timestamp, uint32_t *size, c
   }
   uint32_t ts = 0, sz = 0;
   for (size_t i = 0; i < n; i++) {
-    int v = hexval(in[i]);
+    int v = hexval((unsigned char)in[i]);
     if (v < 0) {
       *why = "code_id: not hexadecimal";
       return false;

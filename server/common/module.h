@@ -23,6 +23,9 @@ typedef struct {
   uint32_t code_timestamp;              /* valid when has_code_id */
   uint32_t code_size;
   bool has_code_id;
+  char code_id_text[17];                /* the code id as the caller spelt it (9 to 16 hex
+                                           digits; stores are probed in that casing too),
+                                           "" when it came from a PE */
 } module_id;
 
 /* Reduces a debug or code file name to its last component (after '/' or '\')
@@ -31,9 +34,33 @@ typedef struct {
  * On failure returns false and sets *why to a static message. */
 bool module_parse_file_name(const char *in, char *out, size_t cap, const char **why);
 
-/* "3773e353-0b2e-4938-82ec-a7324b16c2d9-1" or "3773E3530B2E493882ECA7324B16C2D91"
- * (case-insensitive; age in hex, may be absent in the 32-hex form = 0). */
+/* A debug id in every form the ecosystem prints, case-insensitive:
+ *   3773e353-0b2e-4938-82ec-a7324b16c2d9-1   GUID-age (pdbsym's answers, Sentry's debugid)
+ *   3773E3530B2E493882ECA7324B16C2D91        32 hex digits + age (Breakpad, symstore's key)
+ *   3773e3530b2e493882eca7324b16c2d9-1       32 hex digits, '-', age
+ *   3773e353-0b2e-4938-82ec-a7324b16c2d9     a GUID alone (no age: a Portable PDB's id)
+ *   3773e3530b2e493882eca7324b16c2d9         the same as 32 hex digits
+ * The age is 1 to 8 hex digits.  *has_age (may be NULL) says whether one was
+ * given; *age is 0 when not.  On failure *why is a static message naming the
+ * problem ("debug_id: the age is longer than 8 hex digits"). */
+bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, bool *has_age,
+                              const char **why);
+
+/* module_parse_debug_id_ex that requires an age (MODULE_NO_AGE otherwise). */
 bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, const char **why);
+
+/* Sets m->guid and m->age from a debug id, by the rule for an id without an
+ * age: it names a Portable PDB (whose key ignores the age), so m->format
+ * becomes ST_FORMAT_PORTABLE when it was unknown, and the id is refused
+ * (MODULE_NO_AGE) when m->format is ST_FORMAT_WINDOWS: a Windows PDB's key is
+ * its GUID and age, and taking a missing age as 0 (or 1) would look up a file
+ * the client never named.  Set m->format before calling. */
+bool module_set_debug_id(module_id *m, const char *in, const char **why);
+
+#define MODULE_NO_AGE                                                                          \
+  "debug_id: no age after the GUID; a Windows PDB is named by GUID and age "                  \
+  "(3773e353-0b2e-4938-82ec-a7324b16c2d9-1 or 3773E3530B2E493882ECA7324B16C2D91); "            \
+  "a GUID alone names a Portable PDB"
 
 /* "5F1A2B3C1e000": 8 hex digits of TimeDateStamp then SizeOfImage in hex. */
 bool module_parse_code_id(const char *in, uint32_t *timestamp, uint32_t *size, const char **why);

@@ -1,7 +1,12 @@
 /*
  * engine.h - resolving modules: the in-memory hot set, then the SQLite cache,
- * then the symbol servers (download, parse, ingest), with one download per
+ * then the symbol servers (download, parse, ingest), with one download job per
  * module however many requests wait for it.  Knows nothing of HTTP.
+ *
+ * Jobs wait in a bounded table (download_queue); a fixed pool of
+ * download_workers threads reads folder sources, unpacks, parses, verifies
+ * and stores; the fetcher's one network thread drives every HTTP transfer.
+ * A job waiting on the network holds no worker.  See docs/concurrency.md.
  *
  * Thread safety: all functions may be called from several threads at once.
  */
@@ -12,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "error.h"
 #include "module.h"
 #include "symtab.h"
@@ -23,9 +29,20 @@ typedef struct {
   const char *symbol_path;       /* PDBSYM_SYMBOL_PATH; NULL: Microsoft's public server */
   uint64_t cache_max_bytes;      /* PDBSYM_CACHE_MAX_BYTES; 0: default */
   uint64_t mem_max_bytes;        /* hot-set budget; 0: default */
-  uint64_t max_pdb_bytes;        /* largest PDB accepted; 0: default */
-  int max_parallel_downloads;    /* 0: default */
+  uint64_t max_pdb_bytes;        /* largest PDB accepted; 0: default (capped by the cache's cap) */
+  int max_parallel_downloads;    /* transfers at once per HTTP source; 0: 4 */
+  int download_workers;          /* threads that read, unpack, parse and store downloads; 0: 4 */
+  int download_queue;            /* modules being looked up at once; 0: 1000 */
   bool offline;                  /* never touch the network (cache and local sources only) */
+  dl_limits dl;                  /* deadlines, retries, redirects of each transfer (config.h) */
+  /* seconds a negative answer is remembered (0: default) */
+  int64_t negative_missing_ttl;  /* no source has it: 3600 */
+  int64_t negative_malformed_ttl;/* a complete, clean download that is not a readable PDB: 86400 */
+  int64_t negative_suspect_ttl;  /* an unreadable download that may not be the file
+                                    (text/html, no PDB signature, length unknown): 300 */
+  int64_t negative_error_ttl;    /* fetch errors, timeouts, identity mismatches: 30, doubled
+                                    for each further failure of the module ... */
+  int64_t negative_error_max_ttl;/* ... up to this: 3600 */
   /* called once per settled download job (not per waiting request), from the
    * job's thread, with the outcome and the job's duration; may be NULL */
   void (*on_download)(int outcome /* mod_status */, double seconds);
@@ -57,7 +74,9 @@ void engine_drain(engine *e);
 
 /* Resolves m.  Waits at most until deadline_ms (a CLOCK_MONOTONIC time in
  * milliseconds; 0 means no limit); if the module is still being fetched then,
- * the answer is MOD_PENDING and the work goes on in the background. */
+ * the answer is MOD_PENDING and the work goes on in the background.  When
+ * download_queue jobs are already running, a new module waits for room until
+ * the deadline, then gets MOD_PENDING (no job is started for it). */
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
 void engine_release(engine *e, mod_handle *h);
 

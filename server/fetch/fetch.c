@@ -5,31 +5,53 @@
  * for the interface and docs/fetch.md for the symbol-path syntax and the
  * probing order.
  *
- * One fetch_pdb call:
+ * One lookup (fetch_op) of one module:
  *
- *   for each source (in symbol-path order)
- *     for each key variant (the one that hit last on this source first)
- *       download (HTTP, with retries) or copy (folder) into tmp/.pdbsym-XXXXXX.part
- *       404 / missing file        -> next variant
- *       file.ptr                  -> follow PATH: (once), or note MSG: and go on
- *       other failure             -> give up this source, remember the error
- *       "MSCF" at offset 0        -> extract the member (capped) into another .part
- *       verify callback says no   -> mismatch: give up this source
- *       else                      -> link .part to tmp/pdbsym-XXXXXX.<ext>, done
+ *   caller's thread (fetch_op_step)            network thread (net_main)
+ *   ------------------------------             -------------------------------------
+ *   folder sources, in order: stat, copy       one curl multi handle; per source a
+ *     (regular files only) into a .part        queue of probes and at most
+ *   HTTP sources: one group of probes per      max_parallel_per_source transfers;
+ *     (source, key), in three phases     --->  a probe = one GET (redirects followed
+ *     (docs/fetch.md); phase 1 queued          here, checked, headers only to the
+ *                                              source's origin), with deadlines,
+ *                                              retries after a backoff, caps
+ *                                              404 on every probe of a phase -> next
+ *                                              phase; file.ptr -> its target
+ *   candidates (finished .part files)   <---   200 -> the .part is a candidate;
+ *     unpacked (CAB) and verified here         wake(ctx) tells the caller
+ *     accepted -> linked to pdbsym-XXXXXX.ext and handed over; the rest cancelled
+ *     refused  -> that source is given up
  *
- * Every .part file is unlinked on every path out.
+ * Locking: f->mu guards every op, group, probe state and source queue; the
+ * network thread holds it except inside curl_multi_poll / curl_multi_perform,
+ * whose callbacks touch only their own probe's transfer fields (and take mu
+ * briefly to read a source's address classes).  Easy handles are created,
+ * driven and freed by the network thread only.
+ *
+ * Every .part file is unlinked on every path out; their bytes are counted in
+ * f->tmp_bytes against the disk budget.
  */
+#define _GNU_SOURCE /* SOCK_CLOEXEC */
 #include "fetch.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,47 +62,184 @@
 #define FETCH_PTR_MAX 4096 /* a file.ptr larger than this is not one */
 #define FETCH_MAX_SOURCES 32
 #define FETCH_MAX_BACKOFF_MS 8000L
+#define FETCH_RATIO_FLOOR 65536u /* the decoded/encoded ratio is checked past this */
+#define FETCH_TICK_MS 250         /* the network thread's longest sleep */
 
-/* Key variants, in default probing order (see docs/fetch.md). */
+/* Layouts: where a key lives on a store (see docs/fetch.md, "Keys"). */
 enum {
-  V_PLAIN,          /* name/KEY/name */
-  V_COMPRESSED,     /* name/KEY/nam_ (CAB) */
-  V_FILEPTR,        /* name/KEY/file.ptr */
-  V_LOWER,          /* SSQP: lower(name)/lower(KEY)/lower(name) */
-  V_INDEX2,         /* na/name/KEY/name (index2.txt two-tier layout) */
-  V_INDEX2_COMPRESSED,
-  V_INDEX2_FILEPTR,
+  LAY_UPPER,        /* Name/KEY/Name, KEY all upper case (Microsoft's server, symstore for PDBs) */
+  LAY_SYMSTORE,     /* Name/Key/Name, symstore.exe's mixed case: image %08X%x, PDB GUID + age %x */
+  LAY_LOWER,        /* name/key/name: SSQP lower-cases whole paths */
+  LAY_TWO_UPPER,    /* Na/Name/KEY/Name: the index2.txt two-tier layout */
+  LAY_TWO_SYMSTORE, /* Na/Name/Key/Name */
+  LAY_GIVEN,        /* Name/key/Name, the code id as the caller spelt it (images) */
+  NLAYOUTS
 };
-_Static_assert(V_INDEX2_FILEPTR + 1 == FETCH_VARIANTS, "variant count");
+/* Variants of a file in one layout. */
+enum { VAR_FILE, VAR_CAB, VAR_PTR, NVARS, VAR_TARGET = NVARS /* a file.ptr's target */ };
 
-enum { TIER_UNKNOWN, TIER_FLAT, TIER_INDEX2 };
+static const bool layout_has[NLAYOUTS][NVARS] = {
+    {true, true, true}, {true, true, true}, {true, false, false},
+    {true, true, true}, {true, true, true}, {true, false, false}};
+
+static bool layout_two(int l) { return l == LAY_TWO_UPPER || l == LAY_TWO_SYMSTORE; }
+
+/* Address classes (for refuse_private) */
+enum { AC_PUBLIC = 0, AC_LOOPBACK = 1, AC_PRIVATE = 2, AC_LINKLOCAL = 4, AC_OTHER = 8 };
+
+typedef struct probe probe;
 
 typedef struct {
   bool http;
   char *base;
+  size_t origin_len;            /* "scheme://host[:port]" at the start of base */
   struct curl_slist *headers;
   size_t nheaders;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int active;      /* transfers running against this source */
-  int hit[2];      /* last variant that hit, per kind (0 PDB, 1 PE); -1 none */
-  int tier;        /* flat or index2, once known */
+  /* under f->mu */
+  int active;                   /* transfers running */
+  probe *qhead, *qtail;         /* probes waiting for a transfer slot */
+  int hit_layout[2], hit_var[2]; /* what answered last, per kind (0 PDB, 1 PE); -1 none */
+  int fail_streak;              /* failed transfers in a row (404s are answers, not failures) */
+  uint64_t down_until;          /* backing off until then (ms, monotonic) */
+  char down_error[160];
+  unsigned addr_classes;        /* address classes the source's own origin resolved to */
 } fetch_source;
 
+/* The file name and key directory of a module, in each casing. */
+typedef struct {
+  char name[MODULE_NAME_MAX + 1];
+  char upper[48];               /* GUID+age / TIMESTAMP+size, all upper case */
+  char mixed[48];               /* symstore.exe's: image %08X%x, PDB GUID upper + age %x */
+  char given[48];               /* the caller's spelling (images), "" when none */
+  st_format format;             /* the PDB format this key is for (UNKNOWN: image) */
+} fetch_key;
+
+typedef struct {
+  char path[1100];
+  int fd;
+  uint64_t bytes;               /* counted in f->tmp_bytes */
+} tmpfile_t;
+
+enum { P_HELD, P_QUEUED, P_RUNNING, P_TIMER, P_DONE };
+enum { ABORT_NONE, ABORT_FIRST_BYTE, ABORT_DEADLINE };
+
+struct fetch_op;
+
+struct probe {
+  probe *prev, *next;           /* in a source queue, f->running or f->timers */
+  probe *gnext;                 /* all probes of the group */
+  struct fetch_op *op;
+  int src, key, layout, var, phase;
+  int state;
+  bool cancel;                  /* P_RUNNING: the network thread is to drop it */
+  bool foreign;                 /* url is not on the source's origin: no headers */
+  char *url;
+  int attempt, redirects;
+  uint64_t retry_at;
+  struct xfer *x;               /* the transfer, from its first start until the probe is done */
+};
+
+/* A probe's transfer (network thread only, but for the .part file, which
+ * probe_cancel may drop under f->mu when the probe is not running). */
+typedef struct xfer {
+  CURL *easy;
+  tmpfile_t t;
+  uint64_t cap;
+  bool over, io_error, disk_full, ratio_over, encoded, html, got_byte;
+  uint64_t need;                /* disk_full: the bytes the file needs (declared, or a guess) */
+  int io_errno;
+  int abort_why;
+  uint64_t started;
+  curl_off_t length;
+  char refused[128];
+  char errbuf[CURL_ERROR_SIZE];
+} xfer;
+
+typedef struct {
+  bool used, open;
+  int phase;                    /* released so far (1..3) */
+  int live;                     /* probes of released phases not settled */
+  probe *probes;
+} group;
+
+typedef struct cand {
+  struct cand *next;
+  tmpfile_t t;
+  int src, key, layout, var;
+  bool clean;
+  char where[1024];
+} cand;
+
+struct fetch_op {
+  struct fetcher *f;
+  bool image;
+  fetch_key keys[2];
+  size_t nkeys;
+  fetch_wake_fn wake;
+  void *wake_ctx;
+  /* under f->mu */
+  bool armed;                   /* the caller waits for wake */
+  bool finished;                /* accepted or freed: everything cancelled */
+  bool owner_gone;              /* fetch_op_free was called */
+  bool local_done, net_started;
+  int running;                  /* probes in P_RUNNING */
+  int groups_open;
+  group groups[FETCH_MAX_SOURCES][2];
+  bool given_up[FETCH_MAX_SOURCES];
+  cand *cands, *cands_tail;
+  uint64_t room_needed;         /* a transfer failed for the disk budget: what it needed */
+  ps_diag err;                  /* the most telling failure so far */
+  int err_rank;                 /* 0 none, 1 MSG: or a ptr miss, 2 error, 3 refused by verify */
+};
+
 struct fetcher {
-  char *tmp_dir;
+  char *tmp_dir;                /* where .part files go */
+  char *area_dir;               /* the private folder (private_tmp), removed at close */
+  int lock_fd;
+  bool no_network;
   uint64_t max_download;
   uint64_t max_inflated;
-  long connect_timeout_ms;
+  uint64_t max_ratio;
+  long connect_timeout_ms, first_byte_timeout_ms, transfer_timeout_ms;
+  uint64_t min_rate;
   long low_speed_time;
   long low_speed_limit;
   int max_retries;
+  long retry_base_ms;
   int max_redirects;
   int max_parallel;
-  long retry_base_ms;
+  long backoff_ms, backoff_max_ms;
+  int fail_threshold;
+  bool refuse_private;
   fetch_source src[FETCH_MAX_SOURCES];
   size_t nsrc;
+  bool any_http;
+  pthread_mutex_t mu;
+  CURLM *multi;
+  pthread_t net;
+  bool net_started;
+  bool stopping;
+  probe *running;               /* transfers in flight */
+  probe *timers;                /* probes waiting for their retry */
+  int nops;
+  _Atomic uint64_t tmp_bytes;
+  _Atomic uint64_t budget;
 };
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Length of "scheme://host[:port]" at the start of url. */
+static size_t origin_len(const char *url) {
+  const char *p = strstr(url, "://");
+  if (!p)
+    return 0;
+  p += 3;
+  return (size_t)(p - url) + strcspn(p, "/?#");
+}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -127,12 +286,6 @@ bool fetch_url_escape(const char *in, char *out, size_t cap) {
 static void str_lower(char *s) {
   for (; *s; s++)
     *s = (char)tolower((unsigned char)*s);
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
 }
 
 /* -------------------------------------------------------- the symbol path */
@@ -190,9 +343,11 @@ static ps_err add_source(fetcher *f, char *spec, const char *const *extra, ps_di
   size_t n = strlen(s->base);
   while (n > 1 && s->base[n - 1] == '/')
     s->base[--n] = '\0';
-  s->hit[0] = s->hit[1] = -1;
-  pthread_mutex_init(&s->mu, NULL);
-  pthread_cond_init(&s->cv, NULL);
+  s->hit_layout[0] = s->hit_layout[1] = -1;
+  s->hit_var[0] = s->hit_var[1] = -1;
+  s->origin_len = http ? origin_len(s->base) : 0;
+  if (http)
+    f->any_http = true;
   f->nsrc++;
   ps_err result = PS_E_OK;
   if (http && extra)
@@ -305,63 +460,6 @@ static ps_err parse_symbol_path(fetcher *f, const char *path, const char *const 
   return result;
 }
 
-/* ------------------------------------------------------------ open/close */
-
-ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag) {
-  *out = NULL;
-  fetch_config dflt;
-  memset(&dflt, 0, sizeof dflt);
-  if (!cfg)
-    cfg = &dflt;
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-    return ps_diag_set(diag, PS_E_NETWORK, "fetch", (size_t)-1, "curl_global_init failed");
-  fetcher *f = calloc(1, sizeof *f);
-  if (!f)
-    return ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
-  const char *tmp = cfg->tmp_dir && *cfg->tmp_dir ? cfg->tmp_dir : getenv("TMPDIR");
-  f->tmp_dir = strdup(tmp && *tmp ? tmp : "/tmp");
-  f->max_download = cfg->max_download_bytes ? cfg->max_download_bytes : (uint64_t)2 << 30;
-  f->max_inflated = cfg->max_inflated_bytes ? cfg->max_inflated_bytes : (uint64_t)4 << 30;
-  f->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
-  f->low_speed_time = cfg->low_speed_time_s > 0 ? cfg->low_speed_time_s : 30;
-  f->low_speed_limit = cfg->low_speed_limit > 0 ? cfg->low_speed_limit : 1024;
-  f->max_retries = cfg->max_retries > 0 ? cfg->max_retries : cfg->max_retries < 0 ? 0 : 3;
-  f->max_redirects = cfg->max_redirects > 0 ? cfg->max_redirects : 5;
-  f->max_parallel = cfg->max_parallel_per_source > 0 ? cfg->max_parallel_per_source : 4;
-  f->retry_base_ms = cfg->retry_base_ms > 0 ? cfg->retry_base_ms : 250;
-  if (!f->tmp_dir) {
-    fetch_close(f);
-    return ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
-  }
-  if (mkdir(f->tmp_dir, 0700) != 0 && errno != EEXIST) {
-    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot create %.100s: %s", f->tmp_dir,
-                strerror(errno));
-    fetch_close(f);
-    return PS_E_IO;
-  }
-  const char *path = cfg->symbol_path && *cfg->symbol_path ? cfg->symbol_path : "";
-  ps_err r = parse_symbol_path(f, path, cfg->headers, diag);
-  if (r != PS_E_OK) {
-    fetch_close(f);
-    return r;
-  }
-  *out = f;
-  return PS_E_OK;
-}
-
-void fetch_close(fetcher *f) {
-  if (!f)
-    return;
-  for (size_t i = 0; i < f->nsrc; i++) {
-    free(f->src[i].base);
-    curl_slist_free_all(f->src[i].headers);
-    pthread_mutex_destroy(&f->src[i].mu);
-    pthread_cond_destroy(&f->src[i].cv);
-  }
-  free(f->tmp_dir);
-  free(f);
-}
-
 const char *fetch_curl_version(void) { return curl_version(); }
 
 /* ------------------------------------------------------ one plain request */
@@ -410,57 +508,59 @@ bool fetch_http_get(const char *url, long timeout_ms, long *status, char *body, 
   return true;
 }
 
-size_t fetch_source_count(const fetcher *f) { return f ? f->nsrc : 0; }
-
-bool fetch_source_get(const fetcher *f, size_t i, fetch_source_info *out) {
-  if (!f || i >= f->nsrc)
-    return false;
-  out->http = f->src[i].http;
-  out->base = f->src[i].base;
-  out->nheaders = f->src[i].nheaders;
-  return true;
-}
-
 /* ------------------------------------------------------------------ keys */
-
-/* The file name, key directory and compressed name for a module. */
-typedef struct {
-  char name[MODULE_NAME_MAX + 1];
-  char key[48];
-} fetch_key;
 
 static bool make_key(const module_id *m, st_format fmt, bool image, fetch_key *k) {
   const char *why;
+  memset(k, 0, sizeof *k);
   if (image) {
     if (!m->has_code_id || !m->code_file[0] ||
         !module_parse_file_name(m->code_file, k->name, sizeof k->name, &why))
       return false;
-    snprintf(k->key, sizeof k->key, "%08X%X", m->code_timestamp, m->code_size);
+    snprintf(k->upper, sizeof k->upper, "%08X%X", m->code_timestamp, m->code_size);
+    snprintf(k->mixed, sizeof k->mixed, "%08X%x", m->code_timestamp, m->code_size);
+    /* as given, if it names the same image (module_parse_code_id checked the digits) */
+    uint32_t ts, sz;
+    const char *w;
+    if (m->code_id_text[0] && module_parse_code_id(m->code_id_text, &ts, &sz, &w) &&
+        ts == m->code_timestamp && sz == m->code_size)
+      snprintf(k->given, sizeof k->given, "%s", m->code_id_text);
+    k->format = ST_FORMAT_UNKNOWN;
   } else {
     if (!module_parse_file_name(m->debug_file, k->name, sizeof k->name, &why))
       return false;
     char idx[42];
     module_index_key(m, fmt, idx);
-    snprintf(k->key, sizeof k->key, "%s", idx);
+    snprintf(k->upper, sizeof k->upper, "%s", idx);
+    /* symstore's mixed case: the GUID upper, the age as %x (Portable: FFFFFFFF stays) */
+    snprintf(k->mixed, sizeof k->mixed, "%s", idx);
+    if (fmt == ST_FORMAT_WINDOWS)
+      for (char *c = k->mixed + 32; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+    k->format = fmt;
   }
   return true;
 }
 
-static void variant_path(const fetch_key *k, int v, char out[FETCH_REL_MAX]) {
+/* The relative path of variant v of key k in layout l. */
+static void layout_path(const fetch_key *k, int l, int v, char out[FETCH_REL_MAX]) {
   char name[MODULE_NAME_MAX + 1], key[48], file[MODULE_NAME_MAX + 1], prefix[8] = "";
   snprintf(name, sizeof name, "%s", k->name);
-  snprintf(key, sizeof key, "%s", k->key);
+  snprintf(key, sizeof key, "%s",
+           l == LAY_SYMSTORE || l == LAY_TWO_SYMSTORE ? k->mixed
+           : l == LAY_GIVEN                          ? k->given
+                                                     : k->upper);
   snprintf(file, sizeof file, "%s", k->name);
-  if (v == V_COMPRESSED || v == V_INDEX2_COMPRESSED)
+  if (v == VAR_CAB)
     file[strlen(file) - 1] = '_';
-  if (v == V_FILEPTR || v == V_INDEX2_FILEPTR)
+  if (v == VAR_PTR)
     snprintf(file, sizeof file, "file.ptr");
-  if (v == V_LOWER) {
+  if (l == LAY_LOWER) {
     str_lower(name);
     str_lower(key);
     str_lower(file);
   }
-  if (v >= V_INDEX2) {
+  if (layout_two(l)) {
     size_t n = strlen(name) < 2 ? strlen(name) : 2;
     memcpy(prefix, name, n);
     prefix[n] = '/';
@@ -469,26 +569,99 @@ static void variant_path(const fetch_key *k, int v, char out[FETCH_REL_MAX]) {
   snprintf(out, FETCH_REL_MAX, "%s%s/%s/%s", prefix, name, key, file);
 }
 
+typedef struct {
+  int layout, var, phase;
+  char rel[FETCH_REL_MAX];
+} plan_item;
+
+static size_t plan_add(const fetch_key *k, plan_item *items, size_t n, int l, int v, int phase,
+                       int tier) {
+  if (!layout_has[l][v] || (tier >= 0 && layout_two(l) != (tier == 1)) ||
+      (l == LAY_GIVEN && !k->given[0]))
+    return n;
+  plan_item *it = &items[n];
+  layout_path(k, l, v, it->rel);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(items[i].rel, it->rel))
+      return n;
+  it->layout = l;
+  it->var = v;
+  it->phase = phase;
+  return n + 1;
+}
+
+/* What to probe for key k on a source, in order, in three phases
+ * (docs/fetch.md, "Probing order"):
+ *   learned (L, V): 1: (L, V); 2: L's other variants; 3: the plain file in
+ *                   the other casings of L's tier
+ *   nothing learned: 1: (UPPER, FILE); 2: (UPPER, CAB), (UPPER, PTR);
+ *                   3: every other layout and variant
+ * tier: -1 any, 0 flat only, 1 two-tier only (a folder's index2.txt). */
+static size_t make_plan(const fetch_key *k, int learned_l, int learned_v, int tier,
+                        plan_item items[NLAYOUTS * NVARS]) {
+  size_t n = 0;
+  if (learned_l >= 0 && learned_v >= 0 && learned_v < NVARS &&
+      (tier < 0 || layout_two(learned_l) == (tier == 1))) {
+    n = plan_add(k, items, n, learned_l, learned_v, 1, tier);
+    for (int v = 0; v < NVARS; v++)
+      if (v != learned_v)
+        n = plan_add(k, items, n, learned_l, v, 2, tier);
+    for (int l = 0; l < NLAYOUTS; l++)
+      if (l != learned_l && layout_two(l) == layout_two(learned_l))
+        n = plan_add(k, items, n, l, VAR_FILE, 3, tier);
+    return n;
+  }
+  int first = tier == 1 ? LAY_TWO_UPPER : LAY_UPPER;
+  n = plan_add(k, items, n, first, VAR_FILE, 1, tier);
+  n = plan_add(k, items, n, first, VAR_CAB, 2, tier);
+  n = plan_add(k, items, n, first, VAR_PTR, 2, tier);
+  for (int l = 0; l < NLAYOUTS; l++)
+    for (int v = 0; v < NVARS; v++)
+      if (l != first)
+        n = plan_add(k, items, n, l, v, 3, tier);
+  return n;
+}
+
 size_t fetch_candidates(const module_id *m, st_format fmt, bool image,
                         char out[FETCH_VARIANTS][FETCH_REL_MAX]) {
   fetch_key k;
   if (!make_key(m, fmt, image, &k))
     return 0;
-  for (int v = 0; v < FETCH_VARIANTS; v++)
-    variant_path(&k, v, out[v]);
-  return FETCH_VARIANTS;
+  plan_item items[NLAYOUTS * NVARS];
+  size_t n = make_plan(&k, -1, -1, -1, items);
+  for (size_t i = 0; i < n && i < FETCH_VARIANTS; i++)
+    snprintf(out[i], FETCH_REL_MAX, "%s", items[i].rel);
+  return n < FETCH_VARIANTS ? n : FETCH_VARIANTS;
 }
 
-/* ------------------------------------------------------------- temp files */
+/* ---------------------------------------------------------- temp files */
 
-typedef struct {
-  char path[1024];
-  int fd;
-} tmpfile_t;
+/* Counts n more bytes of temporary files against the budget. */
+static bool budget_take(fetcher *f, uint64_t n) {
+  uint64_t budget = atomic_load(&f->budget);
+  uint64_t now = atomic_fetch_add(&f->tmp_bytes, n) + n;
+  if (budget && now > budget) {
+    atomic_fetch_sub(&f->tmp_bytes, n);
+    return false;
+  }
+  return true;
+}
+
+static void budget_give(fetcher *f, uint64_t n) { atomic_fetch_sub(&f->tmp_bytes, n); }
+
+void fetch_set_disk_budget(fetcher *f, uint64_t bytes) {
+  if (f)
+    atomic_store(&f->budget, bytes);
+}
+
+uint64_t fetch_tmp_bytes(const fetcher *f) {
+  return f ? atomic_load(&((fetcher *)f)->tmp_bytes) : 0;
+}
 
 static bool tmp_create(fetcher *f, tmpfile_t *t, ps_diag *diag) {
   snprintf(t->path, sizeof t->path, "%s/.pdbsym-XXXXXX.part", f->tmp_dir);
-  t->fd = mkstemps(t->path, 5);
+  t->bytes = 0;
+  t->fd = mkostemps(t->path, 5, O_CLOEXEC);
   if (t->fd < 0) {
     ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot create a file in %.100s: %s",
                 f->tmp_dir, strerror(errno));
@@ -498,16 +671,20 @@ static bool tmp_create(fetcher *f, tmpfile_t *t, ps_diag *diag) {
   return true;
 }
 
-static void tmp_drop(tmpfile_t *t) {
+static void tmp_drop(fetcher *f, tmpfile_t *t) {
   if (t->fd >= 0)
     close(t->fd);
   t->fd = -1;
   if (t->path[0])
     unlink(t->path);
   t->path[0] = '\0';
+  budget_give(f, t->bytes);
+  t->bytes = 0;
 }
 
-static bool tmp_rewind(tmpfile_t *t) {
+static bool tmp_rewind(fetcher *f, tmpfile_t *t) {
+  budget_give(f, t->bytes);
+  t->bytes = 0;
   return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0;
 }
 
@@ -525,44 +702,969 @@ static bool write_all(int fd, const void *p, size_t n) {
   return true;
 }
 
-/* ------------------------------------------------------------- transfers */
+/* Writes n bytes to t under the disk budget.  PS_E_OK, PS_E_LIMIT (budget) or
+ * PS_E_IO (errno set). */
+static ps_err tmp_write(fetcher *f, tmpfile_t *t, const void *data, size_t n) {
+  if (!budget_take(f, n))
+    return PS_E_LIMIT;
+  if (!write_all(t->fd, data, n)) {
+    int err = errno;
+    budget_give(f, n);
+    errno = err;
+    return PS_E_IO;
+  }
+  t->bytes += n;
+  return PS_E_OK;
+}
+
+/* --------------------------------------------------------- the download area */
+
+/* Removes the files of folder dir (one level) and the folder; with remove
+ * false, only counts them. */
+static void sweep_folder(const char *dir, bool remove, uint64_t *files, uint64_t *bytes) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+        continue;
+      char p[1400];
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      struct stat st;
+      if (lstat(p, &st) == 0 && !S_ISDIR(st.st_mode) && (!remove || unlink(p) == 0)) {
+        if (strcmp(e->d_name, ".lock")) {
+          if (files)
+            (*files)++;
+          if (bytes)
+            *bytes += (uint64_t)st.st_size;
+        }
+      }
+    }
+    closedir(d);
+  }
+  if (remove)
+    rmdir(dir);
+}
+
+static void remove_folder(const char *dir, uint64_t *files, uint64_t *bytes) {
+  sweep_folder(dir, true, files, bytes);
+}
+
+static bool has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+ps_err fetch_sweep_tmp(const char *tmp_dir, bool remove, uint64_t *files, uint64_t *bytes,
+                       ps_diag *diag) {
+  if (files)
+    *files = 0;
+  if (bytes)
+    *bytes = 0;
+  DIR *d = opendir(tmp_dir);
+  if (!d) {
+    if (errno == ENOENT)
+      return PS_E_OK;
+    return ps_diag_set(diag, PS_E_IO, "download area", (size_t)-1, "%.100s: %s", tmp_dir,
+                       strerror(errno));
+  }
+  struct dirent *e;
+  time_t now = time(NULL);
+  while ((e = readdir(d))) {
+    const char *n = e->d_name;
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", tmp_dir, n);
+    struct stat st;
+    if (lstat(p, &st) != 0)
+      continue;
+    if (S_ISDIR(st.st_mode) && !strncmp(n, "p-", 2)) {
+      /* a process's folder: removable once nobody holds its lock */
+      char lk[1300];
+      snprintf(lk, sizeof lk, "%s/.lock", p);
+      int fd = open(lk, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+      if (fd < 0 && errno != ENOENT)
+        continue;
+      if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd); /* its process still runs */
+        continue;
+      }
+      sweep_folder(p, remove, files, bytes);
+      if (fd >= 0)
+        close(fd);
+    } else if (S_ISDIR(st.st_mode) && !strncmp(n, ".p-new-", 7) && now - st.st_mtime > 60) {
+      sweep_folder(p, remove, files, bytes); /* a process died while making its folder */
+    } else if (S_ISREG(st.st_mode) && ((!strncmp(n, ".pdbsym-", 8) && has_suffix(n, ".part")) ||
+                                       !strncmp(n, "pdbsym-", 7))) {
+      /* loose files of versions without private folders */
+      if (!remove || unlink(p) == 0) {
+        if (files)
+          (*files)++;
+        if (bytes)
+          *bytes += (uint64_t)st.st_size;
+      }
+    }
+  }
+  closedir(d);
+  return PS_E_OK;
+}
+
+/* Makes tmp_dir/p-XXXXXX (made as .p-new-XXXXXX, its lock taken, then renamed,
+ * so a sweeper never sees it unlocked). */
+static ps_err make_area(fetcher *f, const char *tmp_dir, ps_diag *diag) {
+  char tmpl[1100], lk[1200], final[1100];
+  snprintf(tmpl, sizeof tmpl, "%s/.p-new-XXXXXX", tmp_dir);
+  if (!mkdtemp(tmpl))
+    return ps_diag_set(diag, PS_E_IO, "download area", (size_t)-1, "cannot create a folder in %.100s: %s",
+                       tmp_dir, strerror(errno));
+  snprintf(lk, sizeof lk, "%s/.lock", tmpl);
+  int fd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    if (fd >= 0)
+      close(fd);
+    remove_folder(tmpl, NULL, NULL);
+    return ps_diag_set(diag, PS_E_IO, "download area", (size_t)-1, "cannot lock %.100s: %s", lk,
+                       strerror(err));
+  }
+  const char *tail = tmpl + strlen(tmpl) - 6;
+  snprintf(final, sizeof final, "%s/p-%s", tmp_dir, tail);
+  if (rename(tmpl, final) != 0) {
+    int err = errno;
+    close(fd);
+    remove_folder(tmpl, NULL, NULL);
+    return ps_diag_set(diag, PS_E_IO, "download area", (size_t)-1, "cannot rename %.100s: %s",
+                       tmpl, strerror(err));
+  }
+  f->area_dir = strdup(final);
+  f->lock_fd = fd;
+  if (!f->area_dir)
+    return ps_diag_set(diag, PS_E_NOMEM, "download area", (size_t)-1, "out of memory");
+  free(f->tmp_dir);
+  f->tmp_dir = strdup(final);
+  if (!f->tmp_dir)
+    return ps_diag_set(diag, PS_E_NOMEM, "download area", (size_t)-1, "out of memory");
+  return PS_E_OK;
+}
+
+/* ------------------------------------------------------------ local files */
 
 typedef enum { DL_OK, DL_NOT_FOUND, DL_ERROR } dl_result;
 
-typedef struct {
-  int fd;
-  uint64_t written, cap;
-  bool over, io_error;
-} sink_ctx;
+/* Opens path for reading if it is a regular file: stat first (a FIFO or a
+ * device is never opened: open would block or have effects), then open
+ * without blocking and check again on the descriptor.  DL_NOT_FOUND for a
+ * missing path or a folder; DL_ERROR (diag) for anything else. */
+static dl_result open_regular(const char *path, int *fd_out, struct stat *st, ps_diag *diag) {
+  *fd_out = -1;
+  if (stat(path, st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG)
+      return DL_NOT_FOUND;
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot stat %.120s: %s", path,
+                strerror(errno));
+    return DL_ERROR;
+  }
+  if (S_ISDIR(st->st_mode))
+    return DL_NOT_FOUND;
+  if (!S_ISREG(st->st_mode)) {
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "%.120s is not a regular file: refused",
+                path);
+    return DL_ERROR;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return DL_NOT_FOUND;
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot open %.120s: %s", path,
+                strerror(errno));
+    return DL_ERROR;
+  }
+  struct stat st2;
+  if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st->st_ino ||
+      st2.st_dev != st->st_dev) {
+    close(fd);
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "%.120s changed while opened: refused", path);
+    return DL_ERROR;
+  }
+  *st = st2;
+  *fd_out = fd;
+  return DL_OK;
+}
 
-static size_t curl_write_cb(char *data, size_t size, size_t nmemb, void *ud) {
-  sink_ctx *s = ud;
+/* Copies the open regular file fd (path, st) into t (rewound first) and
+ * closes fd. */
+static dl_result copy_fd(fetcher *f, int fd, const struct stat *st, const char *path,
+                         tmpfile_t *t, uint64_t cap, ps_diag *diag) {
+  if ((uint64_t)st->st_size > cap) {
+    close(fd);
+    ps_diag_set(diag, PS_E_LIMIT, "fetch", (size_t)-1, "%.120s is larger than the %llu-byte cap",
+                path, (unsigned long long)cap);
+    return DL_ERROR;
+  }
+  if (!tmp_rewind(f, t)) {
+    close(fd);
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot truncate %.100s", t->path);
+    return DL_ERROR;
+  }
+  static _Thread_local char buf[65536];
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot read %.120s: %s", path,
+                  strerror(err));
+      return DL_ERROR;
+    }
+    if (n == 0)
+      break;
+    total += (uint64_t)n;
+    if (total > cap) {
+      close(fd);
+      ps_diag_set(diag, PS_E_LIMIT, "fetch", (size_t)-1, "%.120s is larger than the %llu-byte cap",
+                  path, (unsigned long long)cap);
+      return DL_ERROR;
+    }
+    ps_err w = tmp_write(f, t, buf, (size_t)n);
+    if (w != PS_E_OK) {
+      int err = errno;
+      close(fd);
+      if (w == PS_E_LIMIT)
+        ps_diag_set(diag, PS_E_LIMIT, "fetch", (size_t)-1,
+                    "copying %.100s: the download area's %llu-byte budget is used up", path,
+                    (unsigned long long)atomic_load(&f->budget));
+      else
+        ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot write %.100s: %s", t->path,
+                    strerror(err));
+      return DL_ERROR;
+    }
+  }
+  close(fd);
+  return DL_OK;
+}
+
+/* ------------------------------------------------------- post-processing */
+
+typedef struct {
+  fetcher *f;
+  tmpfile_t *t;
+  int err;     /* errno of a failed write */
+  bool budget; /* the disk budget stopped it */
+} fd_sink;
+
+static ps_err cab_to_fd(void *ctx, const uint8_t *data, size_t len) {
+  fd_sink *s = ctx;
+  ps_err r = tmp_write(s->f, s->t, data, len);
+  if (r == PS_E_IO)
+    s->err = errno;
+  if (r == PS_E_LIMIT)
+    s->budget = true;
+  return r;
+}
+
+/* If t holds a cabinet, replaces it by the member named want (or the only
+ * member), extracted under the inflated cap and the disk budget.  Returns
+ * false with diag set when the cabinet is refused. */
+static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, uint64_t *need,
+                        ps_diag *diag) {
+  struct stat st;
+  if (fstat(t->fd, &st) != 0) {
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot stat %.100s", t->path);
+    return false;
+  }
+  uint8_t sig[4];
+  if (st.st_size < 4 || pread(t->fd, sig, 4, 0) != 4 || memcmp(sig, "MSCF", 4) != 0)
+    return true;
+  size_t len = (size_t)st.st_size;
+  void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, t->fd, 0);
+  if (map == MAP_FAILED) {
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot map %.100s", t->path);
+    return false;
+  }
+  tmpfile_t out = {"", -1, 0};
+  bool ok = false;
+  cab_archive *a = NULL;
+  if (!tmp_create(f, &out, diag))
+    goto done;
+  if (cab_open(map, len, &a, diag) != PS_E_OK)
+    goto done;
+  size_t i = cab_find(a, want);
+  if (i == (size_t)-1) {
+    ps_diag_set(diag, PS_E_NOT_FOUND, "CFFILE", (size_t)-1, "cabinet has no member '%.100s'",
+                want);
+    goto done;
+  }
+  fd_sink fs = {f, &out, 0, false};
+  ps_err r = cab_extract(a, i, f->max_inflated, cab_to_fd, &fs, diag);
+  if (r == PS_E_LIMIT && fs.budget) {
+    *need = cab_size(a, i);
+    ps_diag_set(diag, PS_E_LIMIT, "fetch", (size_t)-1,
+                "unpacking '%.100s': the download area's %llu-byte budget is used up", want,
+                (unsigned long long)atomic_load(&f->budget));
+  }
+  else if (r == PS_E_IO && diag->code == PS_E_OK)
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot write %.100s: %s", out.path,
+                strerror(fs.err));
+  if (r != PS_E_OK)
+    goto done;
+  ok = true;
+done:
+  cab_close(a);
+  munmap(map, len);
+  if (ok) {
+    tmp_drop(f, t);
+    *t = out;
+  } else {
+    tmp_drop(f, &out);
+  }
+  return ok;
+}
+
+/* Reads a file.ptr from fd: "PATH:target" or "MSG:text". */
+static bool parse_ptr(char *buf, size_t n, char *kind, size_t kcap, char *val, size_t vcap) {
+  buf[n] = '\0';
+  char *p = buf;
+  while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+    p++;
+  p[strcspn(p, "\r\n")] = '\0';
+  char *colon = strchr(p, ':');
+  if (!colon)
+    return false;
+  *colon = '\0';
+  size_t kl = strlen(p);
+  if (kl >= kcap)
+    return false;
+  memcpy(kind, p, kl + 1);
+  snprintf(val, vcap, "%s", trim(colon + 1));
+  return true;
+}
+
+static bool read_ptr_fd(int fd, char *kind, size_t kcap, char *val, size_t vcap) {
+  char buf[FETCH_PTR_MAX + 1];
+  ssize_t n = pread(fd, buf, FETCH_PTR_MAX, 0);
+  if (n <= 0)
+    return false;
+  return parse_ptr(buf, (size_t)n, kind, kcap, val, vcap);
+}
+
+/* ------------------------------------------------------ address classes */
+
+static unsigned class_v4(uint32_t a /* host order */) {
+  if ((a >> 24) == 127)
+    return AC_LOOPBACK;
+  if ((a >> 24) == 10 || (a >> 20) == 0xAC1 /* 172.16/12 */ || (a >> 16) == 0xC0A8 ||
+      (a >> 22) == (100u << 2 | 1) /* 100.64/10 */)
+    return AC_PRIVATE;
+  if ((a >> 16) == 0xA9FE)
+    return AC_LINKLOCAL;
+  if ((a >> 24) == 0 || (a >> 28) >= 0xE)
+    return AC_OTHER; /* this network, multicast, reserved, broadcast */
+  return AC_PUBLIC;
+}
+
+static unsigned addr_class(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+    return class_v4(ntohl(in->sin_addr.s_addr));
+  }
+  if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+    const uint8_t *b = in6->sin6_addr.s6_addr;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!memcmp(b, mapped, 12))
+      return class_v4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
+    static const uint8_t zero[15] = {0};
+    if (!memcmp(b, zero, 15) && b[15] == 1)
+      return AC_LOOPBACK;
+    if (!memcmp(b, zero, 15) && b[15] == 0)
+      return AC_OTHER;
+    if ((b[0] & 0xfe) == 0xfc)
+      return AC_PRIVATE;
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+      return AC_LINKLOCAL;
+    if (b[0] == 0xff)
+      return AC_OTHER;
+    return AC_PUBLIC;
+  }
+  return AC_OTHER;
+}
+
+static const char *class_name(unsigned c) {
+  switch (c) {
+  case AC_LOOPBACK: return "a loopback";
+  case AC_PRIVATE: return "a private";
+  case AC_LINKLOCAL: return "a link-local";
+  default: return "a reserved";
+  }
+}
+
+static void addr_text(const struct sockaddr *sa, char *out, size_t cap) {
+  out[0] = '\0';
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+              (socklen_t)cap);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
+              (socklen_t)cap);
+}
+
+/* ------------------------------------------------------------ open/close */
+
+static void *net_main(void *arg);
+
+ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag) {
+  *out = NULL;
+  fetch_config dflt;
+  memset(&dflt, 0, sizeof dflt);
+  if (!cfg)
+    cfg = &dflt;
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    return ps_diag_set(diag, PS_E_NETWORK, "fetch", (size_t)-1, "curl_global_init failed");
+  fetcher *f = calloc(1, sizeof *f);
+  if (!f)
+    return ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
+  f->lock_fd = -1;
+  pthread_mutex_init(&f->mu, NULL);
+  const char *tmp = cfg->tmp_dir && *cfg->tmp_dir ? cfg->tmp_dir : getenv("TMPDIR");
+  f->tmp_dir = strdup(tmp && *tmp ? tmp : "/tmp");
+  f->no_network = cfg->no_network;
+  f->max_download = cfg->max_download_bytes ? cfg->max_download_bytes : (uint64_t)2 << 30;
+  f->max_inflated = cfg->max_inflated_bytes ? cfg->max_inflated_bytes : f->max_download;
+  f->max_ratio = cfg->lim.max_decoded_ratio ? cfg->lim.max_decoded_ratio : 64;
+  atomic_store(&f->budget, cfg->disk_budget_bytes);
+  f->connect_timeout_ms = cfg->lim.connect_timeout_ms > 0 ? cfg->lim.connect_timeout_ms : 10000;
+  f->first_byte_timeout_ms = cfg->lim.first_byte_timeout_ms > 0 ? cfg->lim.first_byte_timeout_ms : 30000;
+  f->transfer_timeout_ms = cfg->lim.transfer_timeout_ms > 0 ? cfg->lim.transfer_timeout_ms : 120000;
+  f->min_rate = cfg->lim.min_rate ? cfg->lim.min_rate : (uint64_t)1 << 20;
+  f->low_speed_time = cfg->lim.low_speed_time_s > 0 ? cfg->lim.low_speed_time_s : 30;
+  f->low_speed_limit = cfg->lim.low_speed_limit > 0 ? cfg->lim.low_speed_limit : 1024;
+  f->max_retries = cfg->lim.max_retries > 0 ? cfg->lim.max_retries : cfg->lim.max_retries < 0 ? 0 : 2;
+  f->max_redirects = cfg->lim.max_redirects > 0 ? cfg->lim.max_redirects : 5;
+  f->max_parallel = cfg->max_parallel_per_source > 0 ? cfg->max_parallel_per_source : 4;
+  f->retry_base_ms = cfg->lim.retry_base_ms > 0 ? cfg->lim.retry_base_ms : 250;
+  f->backoff_ms = cfg->lim.source_backoff_ms > 0 ? cfg->lim.source_backoff_ms : 5000;
+  f->backoff_max_ms = cfg->lim.source_backoff_max_ms > 0 ? cfg->lim.source_backoff_max_ms : 300000;
+  if (f->backoff_max_ms < f->backoff_ms)
+    f->backoff_max_ms = f->backoff_ms;
+  f->fail_threshold = cfg->lim.source_fail_threshold > 0 ? cfg->lim.source_fail_threshold : 3;
+  f->refuse_private = cfg->lim.refuse_private;
+  if (!f->tmp_dir) {
+    fetch_close(f);
+    return ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
+  }
+  if (mkdir(f->tmp_dir, 0700) != 0 && errno != EEXIST) {
+    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot create %.100s: %s", f->tmp_dir,
+                strerror(errno));
+    fetch_close(f);
+    return PS_E_IO;
+  }
+  const char *path = cfg->symbol_path && *cfg->symbol_path ? cfg->symbol_path : "";
+  ps_err r = parse_symbol_path(f, path, cfg->headers, diag);
+  if (r == PS_E_OK && cfg->private_tmp) {
+    char *base = strdup(f->tmp_dir);
+    r = base ? make_area(f, base, diag)
+             : ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
+    free(base);
+  }
+  if (r == PS_E_OK && !f->no_network) {
+    f->multi = curl_multi_init();
+    if (!f->multi) {
+      r = ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "curl_multi_init failed");
+    } else {
+      /* connections are limited per source by the queues; keep one idle
+       * connection per slot so probes reuse them */
+      curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS,
+                        (long)(f->nsrc * (size_t)f->max_parallel));
+      if (pthread_create(&f->net, NULL, net_main, f) != 0)
+        r = ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "cannot start the network thread");
+      else
+        f->net_started = true;
+    }
+  }
+  if (r != PS_E_OK) {
+    fetch_close(f);
+    return r;
+  }
+  *out = f;
+  return PS_E_OK;
+}
+
+void fetch_close(fetcher *f) {
+  if (!f)
+    return;
+  if (f->net_started) {
+    pthread_mutex_lock(&f->mu);
+    f->stopping = true;
+    pthread_mutex_unlock(&f->mu);
+    curl_multi_wakeup(f->multi);
+    pthread_join(f->net, NULL);
+  }
+  if (f->multi)
+    curl_multi_cleanup(f->multi);
+  for (size_t i = 0; i < f->nsrc; i++) {
+    free(f->src[i].base);
+    curl_slist_free_all(f->src[i].headers);
+  }
+  if (f->area_dir) {
+    remove_folder(f->area_dir, NULL, NULL);
+    free(f->area_dir);
+  }
+  if (f->lock_fd >= 0)
+    close(f->lock_fd);
+  pthread_mutex_destroy(&f->mu);
+  free(f->tmp_dir);
+  free(f);
+}
+
+size_t fetch_source_count(const fetcher *f) { return f ? f->nsrc : 0; }
+
+bool fetch_source_get(const fetcher *f, size_t i, fetch_source_info *out) {
+  if (!f || i >= f->nsrc)
+    return false;
+  out->http = f->src[i].http;
+  out->base = f->src[i].base;
+  out->nheaders = f->src[i].nheaders;
+  return true;
+}
+
+/* true when url has the same scheme, host and port as the source's base */
+static bool same_origin(const fetch_source *s, const char *url) {
+  size_t a = s->origin_len, b = origin_len(url);
+  if (!a || a != b)
+    return false;
+  for (size_t i = 0; i < a; i++)
+    if (tolower((unsigned char)s->base[i]) != tolower((unsigned char)url[i]))
+      return false;
+  return true;
+}
+
+/* ------------------------------------------------ probes, groups (under f->mu) */
+
+static void q_push(fetch_source *s, probe *p, bool front) {
+  p->prev = p->next = NULL;
+  if (!s->qhead) {
+    s->qhead = s->qtail = p;
+  } else if (front) {
+    p->next = s->qhead;
+    s->qhead->prev = p;
+    s->qhead = p;
+  } else {
+    p->prev = s->qtail;
+    s->qtail->next = p;
+    s->qtail = p;
+  }
+}
+
+static void q_remove(fetch_source *s, probe *p) {
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    s->qhead = p->next;
+  if (p->next)
+    p->next->prev = p->prev;
+  else
+    s->qtail = p->prev;
+  p->prev = p->next = NULL;
+}
+
+static void l_push(probe **head, probe *p) {
+  p->prev = NULL;
+  p->next = *head;
+  if (*head)
+    (*head)->prev = p;
+  *head = p;
+}
+
+static void l_remove(probe **head, probe *p) {
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    *head = p->next;
+  if (p->next)
+    p->next->prev = p->prev;
+  p->prev = p->next = NULL;
+}
+
+static void note_error(fetch_op *op, const ps_diag *d, int rank) {
+  if (rank > op->err_rank) {
+    op->err = *d;
+    op->err_rank = rank;
+  }
+}
+
+static void op_maybe_wake(fetch_op *op) {
+  if (op->armed && !op->owner_gone && (op->cands || op->groups_open == 0)) {
+    op->armed = false;
+    op->wake(op->wake_ctx);
+  }
+}
+
+static void op_free_mem(fetch_op *op) {
+  for (size_t s = 0; s < FETCH_MAX_SOURCES; s++)
+    for (int k = 0; k < 2; k++) {
+      probe *p = op->groups[s][k].probes;
+      while (p) {
+        probe *n = p->gnext;
+        if (p->x) {
+          tmp_drop(op->f, &p->x->t);
+          free(p->x);
+        }
+        free(p->url);
+        free(p);
+        p = n;
+      }
+    }
+  free(op);
+}
+
+/* Removes p's .part file and frees its transfer state (not while running). */
+static void probe_drop_file(fetcher *f, probe *p) {
+  if (!p->x)
+    return;
+  tmp_drop(f, &p->x->t);
+  free(p->x);
+  p->x = NULL;
+}
+
+/* Takes p out of whatever it waits in; a running probe is flagged for the
+ * network thread, which drops its transfer. */
+static void probe_cancel(fetcher *f, probe *p) {
+  switch (p->state) {
+  case P_HELD:
+    p->state = P_DONE;
+    break;
+  case P_QUEUED:
+    q_remove(&f->src[p->src], p);
+    p->state = P_DONE;
+    probe_drop_file(f, p); /* a redirect's or a retry's file */
+    break;
+  case P_TIMER:
+    l_remove(&f->timers, p);
+    p->state = P_DONE;
+    probe_drop_file(f, p);
+    break;
+  case P_RUNNING:
+    p->cancel = true;
+    break;
+  default:
+    break;
+  }
+}
+
+static void group_close(fetch_op *op, group *g) {
+  if (!g->open)
+    return;
+  g->open = false;
+  for (probe *p = g->probes; p; p = p->gnext)
+    probe_cancel(op->f, p);
+  op->groups_open--;
+}
+
+static void give_up_source(fetch_op *op, int s) {
+  op->given_up[s] = true;
+  for (int k = 0; k < 2; k++)
+    group_close(op, &op->groups[s][k]);
+}
+
+static void probe_enqueue(fetcher *f, probe *p, bool front) {
+  p->state = P_QUEUED;
+  q_push(&f->src[p->src], p, front);
+}
+
+/* Releases the group's next phase with probes; closes the group (a miss) when
+ * there is none. */
+static void release_phase(fetch_op *op, group *g) {
+  while (g->open && g->live == 0) {
+    int next = g->phase + 1;
+    if (next > 3) {
+      group_close(op, g);
+      return;
+    }
+    g->phase = next;
+    /* later phases jump the queue, so modules already started finish first;
+     * pushed in reverse to keep their order */
+    probe *list[NLAYOUTS * NVARS];
+    int n = 0;
+    for (probe *p = g->probes; p && n < NLAYOUTS * NVARS; p = p->gnext)
+      if (p->state == P_HELD && p->phase == next)
+        list[n++] = p;
+    for (int i = n - 1; i >= 0; i--) {
+      probe_enqueue(op->f, list[i], next > 1);
+      g->live++;
+    }
+  }
+}
+
+/* A probe of g settled without a body (a miss). */
+static void group_settle(fetch_op *op, group *g) {
+  if (g->live > 0)
+    g->live--;
+  release_phase(op, g);
+}
+
+static probe *probe_new(fetch_op *op, int s, int k, int layout, int var, int phase,
+                        const char *url) {
+  probe *p = calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  p->url = strdup(url);
+  if (!p->url) {
+    free(p);
+    return NULL;
+  }
+  p->op = op;
+  p->src = s;
+  p->key = k;
+  p->layout = layout;
+  p->var = var;
+  p->phase = phase;
+  p->state = P_HELD;
+  p->foreign = !same_origin(&op->f->src[s], url);
+  group *g = &op->groups[s][k];
+  p->gnext = g->probes;
+  g->probes = p;
+  return p;
+}
+
+/* ------------------------------------------------------- the network thread */
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
+  probe *p = ud;
+  fetcher *f = p->op->f;
   size_t n = size * nmemb;
-  if (s->written + n > s->cap) {
-    s->over = true;
+  p->x->got_byte = true;
+  if (p->x->t.bytes + n > p->x->cap) {
+    p->x->over = true;
     return 0;
   }
-  if (!write_all(s->fd, data, n)) {
-    s->io_error = true;
+  if (p->x->encoded) {
+    curl_off_t raw = 0;
+    curl_easy_getinfo(p->x->easy, CURLINFO_SIZE_DOWNLOAD_T, &raw);
+    uint64_t base = raw > FETCH_RATIO_FLOOR ? (uint64_t)raw : FETCH_RATIO_FLOOR;
+    if (p->x->t.bytes + n > base * f->max_ratio) {
+      p->x->ratio_over = true;
+      return 0;
+    }
+  }
+  if (p->x->t.bytes == 0) {
+    /* the declared length must fit in the disk budget as a whole: refused
+     * before anything is written */
+    curl_off_t len = -1;
+    curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+    uint64_t budget = atomic_load(&f->budget);
+    if (len > 0 && !p->x->encoded && budget &&
+        atomic_load(&f->tmp_bytes) + (uint64_t)len > budget) {
+      p->x->disk_full = true;
+      p->x->need = (uint64_t)len;
+      return 0;
+    }
+  }
+  ps_err r = tmp_write(f, &p->x->t, data, n);
+  if (r == PS_E_LIMIT) {
+    p->x->disk_full = true;
+    p->x->need = (p->x->t.bytes + n) * 2; /* no length: twice what came so far */
     return 0;
   }
-  s->written += n;
+  if (r != PS_E_OK) {
+    p->x->io_error = true;
+    p->x->io_errno = errno;
+    return 0;
+  }
   return n;
 }
 
-static void slot_acquire(fetcher *f, fetch_source *s) {
-  pthread_mutex_lock(&s->mu);
-  while (s->active >= f->max_parallel)
-    pthread_cond_wait(&s->cv, &s->mu);
-  s->active++;
-  pthread_mutex_unlock(&s->mu);
+static bool header_is(const char *line, size_t n, const char *name) {
+  size_t l = strlen(name);
+  return n > l && !strncasecmp(line, name, l);
 }
 
-static void slot_release(fetch_source *s) {
-  pthread_mutex_lock(&s->mu);
-  s->active--;
-  pthread_cond_signal(&s->cv);
-  pthread_mutex_unlock(&s->mu);
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud) {
+  probe *p = ud;
+  size_t n = size * nmemb;
+  p->x->got_byte = true;
+  if (n >= 5 && !strncmp(data, "HTTP/", 5)) { /* a new response (after 100 Continue) */
+    p->x->html = false;
+    p->x->encoded = false;
+  } else if (header_is(data, n, "content-type:")) {
+    const char *v = data + 13;
+    while (v < data + n && (*v == ' ' || *v == '\t'))
+      v++;
+    size_t rest = (size_t)(data + n - v);
+    p->x->html = (rest >= 9 && !strncasecmp(v, "text/html", 9)) ||
+              (rest >= 21 && !strncasecmp(v, "application/xhtml+xml", 21));
+  } else if (header_is(data, n, "content-encoding:")) {
+    const char *v = data + 17;
+    while (v < data + n && (*v == ' ' || *v == '\t'))
+      v++;
+    size_t rest = (size_t)(data + n - v);
+    p->x->encoded = !(rest >= 8 && !strncasecmp(v, "identity", 8)) && rest > 0 && *v != '\r';
+  }
+  return n;
+}
+
+/* Deadlines: connect (libcurl's), first byte, and the total, which grows with
+ * the declared length (max(transfer_timeout, length / min_rate)). */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+  (void)dlnow;
+  (void)ultotal;
+  (void)ulnow;
+  probe *p = ud;
+  fetcher *f = p->op->f;
+  uint64_t now = now_ms();
+  uint64_t el = now - p->x->started;
+  if (!p->x->got_byte) {
+    /* first byte: first_byte_timeout after the request went out (libcurl's
+     * connect deadline covers the time before) */
+    curl_off_t sent_us = 0;
+    curl_easy_getinfo(p->x->easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
+    if (sent_us > 0 && el > (uint64_t)(sent_us / 1000) + (uint64_t)f->first_byte_timeout_ms) {
+      p->x->abort_why = ABORT_FIRST_BYTE;
+      return 1;
+    }
+  }
+  uint64_t limit = (uint64_t)f->transfer_timeout_ms;
+  if (dltotal > 0) {
+    uint64_t scaled = (uint64_t)dltotal / f->min_rate * 1000u;
+    if (scaled > limit)
+      limit = scaled;
+  }
+  if (el > limit) {
+    p->x->abort_why = ABORT_DEADLINE;
+    return 1;
+  }
+  return 0;
+}
+
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
+  (void)purpose;
+  probe *p = ud;
+  fetcher *f = p->op->f;
+  fetch_source *s = &f->src[p->src];
+  unsigned cls = addr_class(&a->addr);
+  bool ok = true;
+  pthread_mutex_lock(&f->mu);
+  if (!p->foreign)
+    s->addr_classes |= cls;
+  else if (f->refuse_private && cls != AC_PUBLIC && !(s->addr_classes & cls))
+    ok = false;
+  pthread_mutex_unlock(&f->mu);
+  if (!ok) {
+    char ip[INET6_ADDRSTRLEN];
+    addr_text(&a->addr, ip, sizeof ip);
+    snprintf(p->x->refused, sizeof p->x->refused, "%s address (%s), and the source is not on one",
+             class_name(cls), ip);
+    return CURL_SOCKET_BAD;
+  }
+  return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+static bool start_transfer(fetcher *f, probe *p, ps_diag *d) {
+  fetch_source *s = &f->src[p->src];
+  fetch_op *op = p->op;
+  if (!p->x) {
+    p->x = calloc(1, sizeof *p->x);
+    if (!p->x) {
+      ps_diag_set(d, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
+      return false;
+    }
+    p->x->t.fd = -1;
+  }
+  if (p->x->t.fd < 0 && !tmp_create(f, &p->x->t, d))
+    return false;
+  if (!tmp_rewind(f, &p->x->t)) {
+    ps_diag_set(d, PS_E_IO, "fetch", (size_t)-1, "cannot truncate %.100s", p->x->t.path);
+    return false;
+  }
+  CURL *c = curl_easy_init();
+  if (!c) {
+    ps_diag_set(d, PS_E_NOMEM, "fetch", (size_t)-1, "curl_easy_init failed");
+    return false;
+  }
+  p->x->easy = c;
+  p->x->cap = p->var == VAR_PTR ? FETCH_PTR_MAX : f->max_download;
+  p->x->over = p->x->io_error = p->x->disk_full = p->x->ratio_over = p->x->encoded = p->x->html = false;
+  p->x->need = 0;
+  p->x->got_byte = false;
+  p->x->abort_why = ABORT_NONE;
+  p->x->refused[0] = '\0';
+  p->x->errbuf[0] = '\0';
+  p->x->started = now_ms();
+  uint64_t backstop = (uint64_t)(f->connect_timeout_ms + f->first_byte_timeout_ms +
+                                 f->transfer_timeout_ms) +
+                      p->x->cap / f->min_rate * 1000u;
+  curl_easy_setopt(c, CURLOPT_URL, p->url);
+  curl_easy_setopt(c, CURLOPT_PRIVATE, p);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L); /* followed in on_done, origin checked */
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, f->connect_timeout_ms);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(backstop < LONG_MAX ? backstop : LONG_MAX));
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, f->low_speed_limit);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, f->low_speed_time);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* decoded under max_ratio */
+  curl_easy_setopt(c, CURLOPT_USERAGENT, FETCH_USER_AGENT);
+  curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)p->x->cap);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, p);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, p);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, p);
+  curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+  curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, p);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->x->errbuf);
+  /* the source's headers (tokens) go to its own origin only */
+  if (s->headers && !p->foreign)
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, s->headers);
+  if (curl_multi_add_handle(f->multi, c) != CURLM_OK) {
+    curl_easy_cleanup(c);
+    p->x->easy = NULL;
+    ps_diag_set(d, PS_E_NOMEM, "fetch", (size_t)-1, "curl_multi_add_handle failed");
+    return false;
+  }
+  p->state = P_RUNNING;
+  l_push(&f->running, p);
+  s->active++;
+  op->running++;
+  return true;
+}
+
+/* Ends p's transfer (handle removed, freed); the .part stays in p->x->t. */
+static void end_transfer(fetcher *f, probe *p) {
+  if (p->x->easy) {
+    curl_multi_remove_handle(f->multi, p->x->easy);
+    curl_easy_cleanup(p->x->easy);
+    p->x->easy = NULL;
+  }
+  l_remove(&f->running, p);
+  f->src[p->src].active--;
+  p->op->running--;
+  p->state = P_DONE;
+}
+
+/* After end_transfer: frees the op if its owner left and nothing runs. */
+static void maybe_free_op(fetch_op *op) {
+  if (op->owner_gone && op->running == 0)
+    op_free_mem(op);
+}
+
+static void source_failed(fetcher *f, fetch_source *s, const ps_diag *d) {
+  s->fail_streak++;
+  if (s->fail_streak >= f->fail_threshold) {
+    int extra = s->fail_streak - f->fail_threshold;
+    long wait = f->backoff_ms;
+    for (int i = 0; i < extra && wait < f->backoff_max_ms; i++)
+      wait *= 2;
+    if (wait > f->backoff_max_ms)
+      wait = f->backoff_max_ms;
+    s->down_until = now_ms() + (uint64_t)wait;
+    snprintf(s->down_error, sizeof s->down_error, "%.150s", d->detail);
+  }
 }
 
 static bool retryable_curl(CURLcode c) {
@@ -582,520 +1684,821 @@ static bool retryable_curl(CURLcode c) {
   }
 }
 
-/* GETs url into t (rewound first) with retries.  DL_NOT_FOUND on 404/410;
- * DL_ERROR with diag otherwise.  final_url gets the effective URL. */
-/* Length of "scheme://host[:port]" at the start of url. */
-static size_t origin_len(const char *url) {
-  const char *p = strstr(url, "://");
-  if (!p)
-    return 0;
-  p += 3;
-  return (size_t)(p - url) + strcspn(p, "/?#");
+/* Fails p for good: the op gives its source up. */
+static void probe_fail(fetch_op *op, probe *p, const ps_diag *d) {
+  note_error(op, d, 2);
+  p->state = P_DONE;
+  give_up_source(op, p->src);
 }
 
-/* true when url has the same scheme, host and port as the source's base */
-static bool same_origin(const fetch_source *s, const char *url) {
-  size_t a = origin_len(s->base), b = origin_len(url);
-  if (!a || a != b)
-    return false;
-  for (size_t i = 0; i < a; i++)
-    if (tolower((unsigned char)s->base[i]) != tolower((unsigned char)url[i]))
-      return false;
-  return true;
+/* Schedules a retry of p, or fails it when its retries are spent. */
+static void probe_retry(fetcher *f, probe *p, const ps_diag *d) {
+  fetch_op *op = p->op;
+  if (p->attempt >= f->max_retries || op->given_up[p->src]) {
+    ps_diag e = *d;
+    size_t n = strlen(e.detail);
+    if (p->attempt > 0 && n + 18 < sizeof e.detail)
+      snprintf(e.detail + n, sizeof e.detail - n, " (after %d retr%s)", p->attempt,
+               p->attempt == 1 ? "y" : "ies");
+    probe_fail(op, p, &e);
+    return;
+  }
+  long backoff = f->retry_base_ms << (p->attempt < 10 ? p->attempt : 10);
+  if (backoff > FETCH_MAX_BACKOFF_MS)
+    backoff = FETCH_MAX_BACKOFF_MS;
+  /* jitter from the clock, so transfers that failed together do not retry together */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  unsigned seed = (unsigned)ts.tv_nsec ^ (unsigned)getpid() ^ (unsigned)(uintptr_t)p;
+  backoff = backoff * 3 / 4 + (long)((unsigned long)rand_r(&seed) % (unsigned long)(backoff / 2 + 1));
+  p->attempt++;
+  p->retry_at = now_ms() + (uint64_t)backoff;
+  p->state = P_TIMER;
+  l_push(&f->timers, p);
 }
 
-static dl_result http_get(fetcher *f, fetch_source *s, CURL *c, const char *url, tmpfile_t *t,
-                          uint64_t cap, char *final_url, size_t final_cap, ps_diag *diag) {
-  for (int attempt = 0;; attempt++) {
-    if (!tmp_rewind(t)) {
-      ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot truncate %.100s", t->path);
-      return DL_ERROR;
-    }
-    sink_ctx sk = {t->fd, 0, cap, false, false};
-    char errbuf[CURL_ERROR_SIZE] = "";
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)f->max_redirects);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, f->connect_timeout_ms);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, f->low_speed_limit);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, f->low_speed_time);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
-    curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
-    curl_easy_setopt(c, CURLOPT_USERAGENT, FETCH_USER_AGENT);
-    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)cap);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, curl_write_cb);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sk);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    /* the source's headers (tokens) go to its own origin only: not to a
-     * file.ptr URL elsewhere (libcurl itself drops Authorization and
-     * Cookie on redirects to another host) */
-    if (s->headers && same_origin(s, url))
-      curl_easy_setopt(c, CURLOPT_HTTPHEADER, s->headers);
-
-    slot_acquire(f, s);
-    CURLcode rc = curl_easy_perform(c);
-    slot_release(s);
-
-    long code = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    char *eff = NULL;
-    curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff);
-    if (final_url)
-      snprintf(final_url, final_cap, "%s", eff ? eff : url);
-
-    bool retry = false;
-    if (rc == CURLE_OK) {
-      if (code >= 200 && code < 300)
-        return DL_OK;
-      ps_diag_set(diag, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld from %.120s", code, url);
-      return DL_ERROR;
-    }
-    if (sk.over || rc == CURLE_FILESIZE_EXCEEDED) {
-      ps_diag_set(diag, PS_E_LIMIT, "fetch", (size_t)-1,
-                  "%.120s is larger than the %llu-byte cap", url, (unsigned long long)cap);
-      return DL_ERROR;
-    }
-    if (sk.io_error) {
-      ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot write %.100s: %s", t->path,
-                  strerror(errno));
-      return DL_ERROR;
-    }
-    if (rc == CURLE_HTTP_RETURNED_ERROR) {
-      if (code == 404 || code == 410)
-        return DL_NOT_FOUND;
-      retry = code >= 500 || code == 429 || code == 408;
-      ps_diag_set(diag, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld from %.120s%s", code, url,
-                  retry ? " (after retries)" : "");
-    } else {
-      retry = retryable_curl(rc);
-      ps_diag_set(diag, rc == CURLE_OPERATION_TIMEDOUT ? PS_E_TIMEOUT : PS_E_NETWORK, "fetch",
-                  (size_t)-1, "%.120s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
-    }
-    if (!retry || attempt >= f->max_retries)
-      return DL_ERROR;
-    /* the diag is sticky (first error wins): clear it before the next try */
-    ps_diag_clear(diag);
-    long backoff = f->retry_base_ms << (attempt < 10 ? attempt : 10);
-    if (backoff > FETCH_MAX_BACKOFF_MS)
-      backoff = FETCH_MAX_BACKOFF_MS;
-    /* jitter from the clock and pid, so processes that failed together do
-     * not retry together */
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    unsigned seed = (unsigned)now.tv_nsec ^ (unsigned)getpid() ^ (unsigned)attempt;
-    backoff = backoff * 3 / 4 + (long)((unsigned long)rand_r(&seed) % (unsigned long)(backoff / 2 + 1));
-    sleep_ms(backoff);
-  }
-}
-
-/* Copies a local file into t.  DL_NOT_FOUND when it does not exist. */
-static dl_result file_get(const char *path, tmpfile_t *t, uint64_t cap, ps_diag *diag) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR)
-      return DL_NOT_FOUND;
-    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot open %.120s: %s", path,
-                strerror(errno));
-    return DL_ERROR;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return DL_NOT_FOUND;
-  }
-  if ((uint64_t)st.st_size > cap) {
-    close(fd);
-    ps_diag_set(diag, PS_E_LIMIT, "fetch", (size_t)-1, "%.120s is larger than the %llu-byte cap",
-                path, (unsigned long long)cap);
-    return DL_ERROR;
-  }
-  if (!tmp_rewind(t)) {
-    close(fd);
-    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot truncate %.100s", t->path);
-    return DL_ERROR;
-  }
-  char buf[65536];
-  uint64_t total = 0;
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      close(fd);
-      ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot read %.120s", path);
-      return DL_ERROR;
-    }
-    if (n == 0)
-      break;
-    total += (uint64_t)n;
-    if (total > cap || !write_all(t->fd, buf, (size_t)n)) {
-      close(fd);
-      ps_diag_set(diag, total > cap ? PS_E_LIMIT : PS_E_IO, "fetch", (size_t)-1,
-                  "copying %.120s failed", path);
-      return DL_ERROR;
-    }
-  }
-  close(fd);
-  return DL_OK;
-}
-
-/* ------------------------------------------------------- post-processing */
-
-typedef struct {
-  int fd;
-} fd_sink;
-
-static ps_err cab_to_fd(void *ctx, const uint8_t *data, size_t len) {
-  return write_all(((fd_sink *)ctx)->fd, data, len) ? PS_E_OK : PS_E_IO;
-}
-
-/* If t holds a cabinet, replaces it by the member named want (or the only
- * member), extracted under the inflated cap.  Returns false with diag set
- * when the cabinet is refused. */
-static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, ps_diag *diag) {
-  struct stat st;
-  if (fstat(t->fd, &st) != 0) {
-    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot stat %.100s", t->path);
-    return false;
-  }
-  uint8_t sig[4];
-  if (st.st_size < 4 || pread(t->fd, sig, 4, 0) != 4 || memcmp(sig, "MSCF", 4) != 0)
-    return true;
-  size_t len = (size_t)st.st_size;
-  void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, t->fd, 0);
-  if (map == MAP_FAILED) {
-    ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot map %.100s", t->path);
-    return false;
-  }
-  tmpfile_t out = {"", -1};
-  bool ok = false;
-  cab_archive *a = NULL;
-  if (!tmp_create(f, &out, diag))
-    goto done;
-  if (cab_open(map, len, &a, diag) != PS_E_OK)
-    goto done;
-  size_t i = cab_find(a, want);
-  if (i == (size_t)-1) {
-    ps_diag_set(diag, PS_E_NOT_FOUND, "CFFILE", (size_t)-1, "cabinet has no member '%.100s'",
-                want);
-    goto done;
-  }
-  fd_sink fs = {out.fd};
-  if (cab_extract(a, i, f->max_inflated, cab_to_fd, &fs, diag) != PS_E_OK)
-    goto done;
-  ok = true;
-done:
-  cab_close(a);
-  munmap(map, len);
-  if (ok) {
-    tmp_drop(t);
-    *t = out;
-  } else {
-    tmp_drop(&out);
-  }
-  return ok;
-}
-
-/* Reads a file.ptr from t: "PATH:target" or "MSG:text". */
-static bool read_ptr(tmpfile_t *t, char *kind, size_t kcap, char *val, size_t vcap) {
-  char buf[FETCH_PTR_MAX + 1];
-  ssize_t n = pread(t->fd, buf, FETCH_PTR_MAX, 0);
-  if (n <= 0)
-    return false;
-  buf[n] = '\0';
-  char *p = buf;
-  while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-    p++;
-  p[strcspn(p, "\r\n")] = '\0';
-  char *colon = strchr(p, ':');
-  if (!colon)
-    return false;
-  *colon = '\0';
-  size_t kl = strlen(p);
-  if (kl >= kcap)
-    return false;
-  memcpy(kind, p, kl + 1);
-  snprintf(val, vcap, "%s", trim(colon + 1));
-  return true;
-}
-
-/* ---------------------------------------------------------------- probing */
-
-typedef struct {
-  fetcher *f;
-  CURL *curl;
-  const char *want;           /* member name inside a cabinet */
-  fetch_verify_fn verify;
-  void *vctx;
-  ps_diag err;                /* the most telling failure so far */
-  int err_rank;               /* 0 none, 1 MSG:, 2 error, 3 mismatch */
-  char *path_out, *source_out;
-  size_t path_cap, source_cap;
-} probe_ctx;
-
-static void note_error(probe_ctx *p, const ps_diag *d, int rank) {
-  if (rank > p->err_rank) {
-    p->err = *d;
-    p->err_rank = rank;
-  }
-}
-
-/* Downloads from one location (URL or path).  Returns DL_OK with t holding
- * the raw bytes. */
-static dl_result get_one(probe_ctx *p, fetch_source *s, const char *loc, bool is_url,
-                         tmpfile_t *t, uint64_t cap, char *where, size_t where_cap,
-                         ps_diag *d) {
-  if (is_url)
-    return http_get(p->f, s, p->curl, loc, t, cap, where, where_cap, d);
-  snprintf(where, where_cap, "%s", loc);
-  return file_get(loc, t, cap, d);
-}
-
-/* Tries variant v of key k on source s.  DL_OK: found and accepted (the
- * outputs are filled); DL_NOT_FOUND: go on with the next variant; DL_ERROR:
- * give up this source. */
-static dl_result try_variant(probe_ctx *p, fetch_source *s, const fetch_key *k, int v) {
-  fetcher *f = p->f;
-  char rel[FETCH_REL_MAX], loc[2048], where[2048];
-  variant_path(k, v, rel);
-  if (s->http) {
-    char esc[FETCH_REL_MAX * 3];
-    if (!fetch_url_escape(rel, esc, sizeof esc))
-      return DL_NOT_FOUND;
-    int n = snprintf(loc, sizeof loc, "%s/%s", s->base, esc);
-    if (n < 0 || (size_t)n >= sizeof loc)
-      return DL_NOT_FOUND;
-  } else {
-    int n = snprintf(loc, sizeof loc, "%s/%s", s->base, rel);
-    if (n < 0 || (size_t)n >= sizeof loc)
-      return DL_NOT_FOUND;
-  }
-  tmpfile_t t = {"", -1};
+/* A finished file.ptr probe: follow PATH: (a URL) once, note MSG:. */
+static void ptr_done(fetcher *f, probe *p, group *g) {
+  fetch_op *op = p->op;
+  char kind[16], val[1024];
   ps_diag d;
   ps_diag_clear(&d);
-  if (!tmp_create(f, &t, &d)) {
-    note_error(p, &d, 2);
-    return DL_ERROR;
-  }
-  bool is_ptr = v == V_FILEPTR || v == V_INDEX2_FILEPTR;
-  dl_result r = get_one(p, s, loc, s->http, &t, is_ptr ? FETCH_PTR_MAX : f->max_download, where,
-                        sizeof where, &d);
-  if (r == DL_OK && is_ptr) {
-    char kind[16], val[1024];
-    if (!read_ptr(&t, kind, sizeof kind, val, sizeof val)) {
-      r = DL_NOT_FOUND;
-    } else if (!strcmp(kind, "MSG")) {
-      ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "%.110s says: %.70s", where, val);
-      note_error(p, &d, 1);
-      r = DL_NOT_FOUND;
-    } else if (!strcmp(kind, "PATH") && !has_ctl(val) && val[0]) {
-      /* A URL is followed from any source; a path only from a folder source
-       * (a remote server cannot make us read local files). */
-      bool url = is_http_url(val);
-      if (!url && s->http) {
-        ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1,
-                    "%.110s names a path, not a URL: %.60s", where, val);
-        note_error(p, &d, 1);
-        r = DL_NOT_FOUND;
-      } else {
-        char target[2048];
-        if (url) {
-          snprintf(target, sizeof target, "%s", val);
-        } else {
-          for (char *c = val; *c; c++)
-            if (*c == '\\')
-              *c = '/';
-          if (val[0] == '/')
-            snprintf(target, sizeof target, "%s", val);
-          else
-            snprintf(target, sizeof target, "%s/%s", s->base, val);
-        }
-        ps_diag_clear(&d);
-        r = get_one(p, s, target, url, &t, f->max_download, where, sizeof where, &d);
-        if (r == DL_NOT_FOUND) {
-          ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1,
-                      "file.ptr target missing: %.120s", target);
-          note_error(p, &d, 1);
-        }
-      }
+  bool ok = read_ptr_fd(p->x->t.fd, kind, sizeof kind, val, sizeof val);
+  probe_drop_file(f, p);
+  if (ok && !strcmp(kind, "MSG")) {
+    ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "%.110s says: %.70s", p->url, val);
+    note_error(op, &d, 1);
+  } else if (ok && !strcmp(kind, "PATH") && val[0] && !has_ctl(val)) {
+    if (!is_http_url(val)) {
+      /* a remote server cannot make us read local files */
+      ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1,
+                  "%.110s names a path, not a URL: %.60s", p->url, val);
+      note_error(op, &d, 1);
     } else {
-      r = DL_NOT_FOUND;
+      probe *t = probe_new(op, p->src, p->key, p->layout, VAR_TARGET, p->phase, val);
+      if (t) {
+        probe_enqueue(f, t, true);
+        g->live++;
+      }
     }
   }
-  if (r == DL_OK && !maybe_uncab(f, &t, p->want, &d))
-    r = DL_ERROR;
-  if (r == DL_OK && p->verify) {
+  group_settle(op, g);
+}
+
+/* A finished body: a candidate for the caller. */
+static void body_done(fetcher *f, probe *p, group *g) {
+  fetch_op *op = p->op;
+  cand *c = calloc(1, sizeof *c);
+  if (!c) {
+    ps_diag d;
+    ps_diag_clear(&d);
+    ps_diag_set(&d, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+    return;
+  }
+  c->t = p->x->t;
+  p->x->t.fd = -1;
+  p->x->t.path[0] = '\0';
+  p->x->t.bytes = 0;
+  c->src = p->src;
+  c->key = p->key;
+  c->layout = p->layout;
+  c->var = p->var == VAR_TARGET ? VAR_PTR : p->var;
+  c->clean = false;
+  if (p->x->length >= 0 && !p->x->html) {
+    curl_off_t raw = -1;
+    /* end_transfer has not run yet: the handle is still there */
+    if (p->x->easy)
+      curl_easy_getinfo(p->x->easy, CURLINFO_SIZE_DOWNLOAD_T, &raw);
+    c->clean = raw == p->x->length;
+  }
+  snprintf(c->where, sizeof c->where, "%s", p->url);
+  if (op->cands_tail)
+    op->cands_tail->next = c;
+  else
+    op->cands = c;
+  op->cands_tail = c;
+  /* this group has its file; the source's other key goes on */
+  group_close(op, g);
+}
+
+static void on_done(fetcher *f, probe *p, CURLcode rc) {
+  fetch_op *op = p->op;
+  fetch_source *s = &f->src[p->src];
+  group *g = &op->groups[p->src][p->key];
+  long code = 0;
+  curl_easy_getinfo(p->x->easy, CURLINFO_RESPONSE_CODE, &code);
+  curl_off_t len = -1;
+  curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+  p->x->length = len;
+  char *loc = NULL;
+  if (code >= 300 && code < 400) {
+    char *l = NULL;
+    curl_easy_getinfo(p->x->easy, CURLINFO_REDIRECT_URL, &l);
+    loc = l ? strdup(l) : NULL;
+  }
+  bool cancelled = p->cancel || op->finished || !g->open;
+  if (cancelled) {
+    free(loc);
+    end_transfer(f, p);
+    probe_drop_file(f, p);
+    maybe_free_op(op);
+    return;
+  }
+  ps_diag d;
+  ps_diag_clear(&d);
+  const char *url = p->url;
+  if (rc == CURLE_OK && code >= 200 && code < 300) {
+    s->fail_streak = 0;
+    if (p->var == VAR_PTR) {
+      end_transfer(f, p);
+      ptr_done(f, p, g);
+    } else {
+      body_done(f, p, g);
+      end_transfer(f, p);
+      probe_drop_file(f, p); /* the file went to the candidate */
+    }
+    op_maybe_wake(op);
+    return;
+  }
+  if (rc == CURLE_OK && code >= 300 && code < 400) {
+    s->fail_streak = 0;
+    end_transfer(f, p);
+    if (!loc) {
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld without a Location from %.120s",
+                  code, url);
+      probe_fail(op, p, &d);
+    } else if (!is_http_url(loc)) {
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.100s redirects to a URL that is not http or https: refused", url);
+      probe_fail(op, p, &d);
+    } else if (p->redirects >= f->max_redirects) {
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.100s: more than %d redirects", url, f->max_redirects);
+      probe_fail(op, p, &d);
+    } else {
+      p->redirects++;
+      free(p->url);
+      p->url = loc;
+      loc = NULL;
+      p->foreign = !same_origin(s, p->url);
+      probe_enqueue(f, p, true);
+    }
+    free(loc);
+    if (p->state == P_DONE)
+      probe_drop_file(f, p);
+    op_maybe_wake(op);
+    return;
+  }
+  free(loc);
+  bool p_over = p->x->over, p_disk = p->x->disk_full, p_ratio = p->x->ratio_over, p_io = p->x->io_error;
+  int why = p->x->abort_why;
+  bool got_byte = p->x->got_byte;
+  char refused[sizeof p->x->refused];
+  snprintf(refused, sizeof refused, "%s", p->x->refused);
+  char errbuf[CURL_ERROR_SIZE];
+  snprintf(errbuf, sizeof errbuf, "%s", p->x->errbuf);
+  end_transfer(f, p);
+  if (rc == CURLE_OK) { /* 1xx or another status libcurl let through */
+    ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld from %.120s", code, url);
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+  } else if (refused[0]) {
+    ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "%.80s leads to %.100s: refused", url,
+                refused);
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+  } else if (p_over || rc == CURLE_FILESIZE_EXCEEDED) {
+    if (p->var == VAR_PTR) { /* not a file.ptr */
+      probe_drop_file(f, p);
+      group_settle(op, g);
+    } else {
+      ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1, "%.120s is larger than the %llu-byte cap",
+                  url, (unsigned long long)p->x->cap);
+      probe_drop_file(f, p);
+      probe_fail(op, p, &d);
+    }
+  } else if (p_ratio) {
+    ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1,
+                "%.100s: the content-encoded body inflates more than %llux: refused", url,
+                (unsigned long long)f->max_ratio);
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+  } else if (p_disk) {
+    if (p->x->need > op->room_needed)
+      op->room_needed = p->x->need;
+    ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1,
+                "%.100s: the download area's %llu-byte budget is used up", url,
+                (unsigned long long)atomic_load(&f->budget));
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+  } else if (p_io) {
+    ps_diag_set(&d, PS_E_IO, "fetch", (size_t)-1, "cannot write %.100s: %s", p->x->t.path,
+                strerror(p->x->io_errno));
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+  } else if (rc == CURLE_HTTP_RETURNED_ERROR && (code == 404 || code == 410)) {
+    s->fail_streak = 0;
+    if (p->var == VAR_TARGET) {
+      ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "file.ptr target missing: %.120s",
+                  url);
+      note_error(op, &d, 1);
+    }
+    group_settle(op, g);
+  } else if (rc == CURLE_HTTP_RETURNED_ERROR) {
+    bool retry = code >= 500 || code == 429 || code == 408;
+    ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld from %.120s", code, url);
+    if (retry) {
+      source_failed(f, s, &d);
+      probe_retry(f, p, &d);
+    } else {
+      s->fail_streak = 0; /* 401, 403...: an answer, but not one to retry */
+      probe_fail(op, p, &d);
+    }
+  } else if (why == ABORT_FIRST_BYTE || why == ABORT_DEADLINE) {
+    if (why == ABORT_FIRST_BYTE)
+      ps_diag_set(&d, PS_E_TIMEOUT, "fetch", (size_t)-1,
+                  "%.120s: no answer within %ld ms of the request", url, f->first_byte_timeout_ms);
+    else
+      ps_diag_set(&d, PS_E_TIMEOUT, "fetch", (size_t)-1,
+                  "%.120s: not complete within its deadline (%llu of %lld bytes)", url,
+                  (unsigned long long)p->x->t.bytes, (long long)p->x->length);
+    source_failed(f, s, &d);
+    if (why == ABORT_FIRST_BYTE)
+      probe_retry(f, p, &d);
+    else
+      probe_fail(op, p, &d); /* a slow source stays slow: no retry */
+  } else {
+    ps_diag_set(&d, rc == CURLE_OPERATION_TIMEDOUT ? PS_E_TIMEOUT : PS_E_NETWORK, "fetch",
+                (size_t)-1, "%.120s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    source_failed(f, s, &d);
+    /* a source that answered and then went too slow stays slow: not retried */
+    if (retryable_curl(rc) && !(rc == CURLE_OPERATION_TIMEDOUT && got_byte))
+      probe_retry(f, p, &d);
+    else
+      probe_fail(op, p, &d);
+  }
+  if (p->state == P_DONE)
+    probe_drop_file(f, p);
+  op_maybe_wake(op);
+}
+
+/* Starts what may start: retries that are due, then each source's queue up to
+ * its limit (a source backing off fails its queued probes at once). */
+static uint64_t pump(fetcher *f) {
+  uint64_t now = now_ms();
+  uint64_t next = now + FETCH_TICK_MS;
+  for (probe *p = f->timers, *n; p; p = n) {
+    n = p->next;
+    if (p->retry_at <= now) {
+      l_remove(&f->timers, p);
+      probe_enqueue(f, p, true);
+    } else if (p->retry_at < next) {
+      next = p->retry_at;
+    }
+  }
+  for (size_t i = 0; i < f->nsrc; i++) {
+    fetch_source *s = &f->src[i];
+    while (s->qhead && (s->active < f->max_parallel || s->down_until > now)) {
+      probe *p = s->qhead;
+      q_remove(s, p);
+      fetch_op *op = p->op;
+      ps_diag d;
+      ps_diag_clear(&d);
+      if (s->down_until > now) {
+        ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                    "%.60s is not asked for %llu s after %d failures in a row (last: %.90s)",
+                    s->base, (unsigned long long)((s->down_until - now + 999) / 1000),
+                    s->fail_streak, s->down_error);
+        probe_drop_file(f, p);
+        probe_fail(op, p, &d);
+        op_maybe_wake(op);
+        continue;
+      }
+      if (!start_transfer(f, p, &d)) {
+        probe_drop_file(f, p);
+        probe_fail(op, p, &d);
+        op_maybe_wake(op);
+      }
+    }
+  }
+  return next;
+}
+
+/* Drops the transfers of cancelled probes. */
+static void reap(fetcher *f) {
+  for (probe *p = f->running, *n; p; p = n) {
+    n = p->next;
+    if (p->cancel || p->op->finished) {
+      fetch_op *op = p->op;
+      end_transfer(f, p);
+      probe_drop_file(f, p);
+      maybe_free_op(op);
+    }
+  }
+}
+
+static void *net_main(void *arg) {
+  fetcher *f = arg;
+  pthread_mutex_lock(&f->mu);
+  while (!f->stopping) {
+    reap(f);
+    uint64_t next = pump(f);
+    uint64_t now = now_ms();
+    int wait = next > now ? (int)(next - now) : 0;
+    pthread_mutex_unlock(&f->mu);
+    long ct = -1;
+    if (curl_multi_timeout(f->multi, &ct) == CURLM_OK && ct >= 0 && ct < wait)
+      wait = (int)ct;
+    curl_multi_poll(f->multi, NULL, 0, wait, NULL);
+    int still = 0;
+    curl_multi_perform(f->multi, &still);
+    pthread_mutex_lock(&f->mu);
+    CURLMsg *msg;
+    int left = 0;
+    while ((msg = curl_multi_info_read(f->multi, &left))) {
+      if (msg->msg != CURLMSG_DONE)
+        continue;
+      CURL *e = msg->easy_handle;
+      CURLcode rc = msg->data.result;
+      probe *p = NULL;
+      curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)(void *)&p);
+      if (p)
+        on_done(f, p, rc);
+    }
+  }
+  /* stopping: drop what still runs (an op its owner has not freed stays
+   * allocated: the owner abandoned it with the process) */
+  for (probe *p = f->running, *n; p; p = n) {
+    n = p->next;
+    fetch_op *op = p->op;
+    end_transfer(f, p);
+    probe_drop_file(f, p);
+    maybe_free_op(op);
+  }
+  pthread_mutex_unlock(&f->mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------- lookups */
+
+fetch_op *fetch_op_new(fetcher *f, const module_id *m, bool image, st_format fmt,
+                       fetch_wake_fn wake, void *wake_ctx, ps_diag *diag) {
+  fetch_op *op = calloc(1, sizeof *op);
+  if (!op) {
+    ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "out of memory");
+    return NULL;
+  }
+  op->f = f;
+  op->image = image;
+  op->wake = wake;
+  op->wake_ctx = wake_ctx;
+  ps_diag_clear(&op->err);
+  if (image) {
+    if (make_key(m, ST_FORMAT_UNKNOWN, true, &op->keys[0]))
+      op->nkeys = 1;
+  } else {
+    st_format fmts[2] = {fmt, ST_FORMAT_UNKNOWN};
+    if (fmt == ST_FORMAT_UNKNOWN) {
+      fmts[0] = ST_FORMAT_WINDOWS;
+      fmts[1] = ST_FORMAT_PORTABLE;
+    }
+    for (int i = 0; i < 2 && fmts[i] != ST_FORMAT_UNKNOWN; i++)
+      if (make_key(m, fmts[i], false, &op->keys[op->nkeys]))
+        op->nkeys++;
+  }
+  if (!op->nkeys) {
+    ps_diag_set(diag, PS_E_INVALID, "fetch", (size_t)-1,
+                image ? "no valid code file and code id" : "invalid debug file name");
+    free(op);
+    return NULL;
+  }
+  pthread_mutex_lock(&f->mu);
+  f->nops++;
+  pthread_mutex_unlock(&f->mu);
+  return op;
+}
+
+void fetch_op_free(fetch_op *op) {
+  if (!op)
+    return;
+  fetcher *f = op->f;
+  pthread_mutex_lock(&f->mu);
+  op->finished = true;
+  op->owner_gone = true;
+  op->armed = false;
+  for (size_t s = 0; s < FETCH_MAX_SOURCES; s++)
+    for (int k = 0; k < 2; k++)
+      group_close(op, &op->groups[s][k]);
+  for (cand *c = op->cands, *n; c; c = n) {
+    n = c->next;
+    tmp_drop(f, &c->t);
+    free(c);
+  }
+  op->cands = op->cands_tail = NULL;
+  f->nops--;
+  bool now = op->running == 0;
+  if (now)
+    op_free_mem(op);
+  pthread_mutex_unlock(&f->mu);
+  if (!now && f->multi)
+    curl_multi_wakeup(f->multi);
+}
+
+static void op_note(fetch_op *op, const ps_diag *d, int rank) {
+  pthread_mutex_lock(&op->f->mu);
+  note_error(op, d, rank);
+  pthread_mutex_unlock(&op->f->mu);
+}
+
+/* Unpacks and verifies candidate c on the caller's thread; on acceptance
+ * hands the file over in res.  c's file is gone either way. */
+static bool consider(fetch_op *op, cand *c, fetch_verify_fn verify, void *vctx,
+                     fetch_result *res) {
+  fetcher *f = op->f;
+  const fetch_key *k = &op->keys[c->key];
+  ps_diag d;
+  ps_diag_clear(&d);
+  uint64_t need = 0;
+  if (!maybe_uncab(f, &c->t, k->name, &need, &d)) {
+    tmp_drop(f, &c->t);
+    op_note(op, &d, 2);
+    if (need) {
+      pthread_mutex_lock(&f->mu);
+      if (need > op->room_needed)
+        op->room_needed = need;
+      pthread_mutex_unlock(&f->mu);
+    }
+    return false;
+  }
+  if (verify) {
+    fetch_file ff = {c->t.path, c->where, k->format, c->clean};
     ps_diag vd;
     ps_diag_clear(&vd);
-    if (!p->verify(p->vctx, t.path, &vd)) {
-      if (vd.code == PS_E_OK)
-        ps_diag_set(&vd, PS_E_MISMATCH, "verify", (size_t)-1, "rejected");
+    if (!verify(vctx, &ff, &vd)) {
       ps_diag_set(&d, vd.code == PS_E_OK ? PS_E_MISMATCH : vd.code, "verify", (size_t)-1,
-                  "%.100s: %.80s", where, vd.detail);
-      note_error(p, &d, 3);
-      tmp_drop(&t);
-      return DL_ERROR;
+                  "%.100s: %.80s", c->where, vd.code == PS_E_OK ? "rejected" : vd.detail);
+      tmp_drop(f, &c->t);
+      op_note(op, &d, 3);
+      return false;
     }
   }
-  if (r == DL_OK) {
-    /* hand over: .pdbsym-XXXXXX.part -> pdbsym-XXXXXX.<ext>, exclusively */
-    char final[1100];
-    const char *base = strrchr(t.path, '/');
-    base = base ? base + 1 : t.path;
-    const char *dot = strrchr(k->name, '.');
-    snprintf(final, sizeof final, "%.*s%.*s%s", (int)(base - t.path), t.path, 13, base + 1,
-             dot ? dot : "");
-    if (link(t.path, final) != 0) {
-      ps_diag_set(&d, PS_E_IO, "fetch", (size_t)-1, "cannot link %.100s: %s", final,
-                  strerror(errno));
-      note_error(p, &d, 2);
-      tmp_drop(&t);
-      return DL_ERROR;
-    }
-    tmp_drop(&t);
-    if (strlen(final) >= p->path_cap) {
-      unlink(final);
-      ps_diag_set(&d, PS_E_INVALID, "fetch", (size_t)-1, "path buffer too small");
-      note_error(p, &d, 2);
-      return DL_ERROR;
-    }
-    snprintf(p->path_out, p->path_cap, "%s", final);
-    if (p->source_out)
-      snprintf(p->source_out, p->source_cap, "%s", where);
-    return DL_OK;
+  /* hand over: .pdbsym-XXXXXX.part -> pdbsym-XXXXXX.<ext>, exclusively */
+  char final[1200];
+  const char *base = strrchr(c->t.path, '/');
+  base = base ? base + 1 : c->t.path;
+  const char *dot = strrchr(k->name, '.');
+  snprintf(final, sizeof final, "%.*s%.*s%s", (int)(base - c->t.path), c->t.path, 13, base + 1,
+           dot ? dot : "");
+  if (strlen(final) >= sizeof res->path || link(c->t.path, final) != 0) {
+    ps_diag_set(&d, PS_E_IO, "fetch", (size_t)-1, "cannot link %.100s: %s", final,
+                strerror(errno));
+    tmp_drop(f, &c->t);
+    op_note(op, &d, 2);
+    return false;
   }
-  tmp_drop(&t);
-  if (r == DL_ERROR)
-    note_error(p, &d, 2);
-  return r;
+  tmp_drop(f, &c->t);
+  snprintf(res->path, sizeof res->path, "%.*s", (int)sizeof res->path - 1, final);
+  snprintf(res->source, sizeof res->source, "%s", c->where);
+  res->format = k->format;
+  pthread_mutex_lock(&f->mu);
+  fetch_source *s = &f->src[c->src];
+  s->hit_layout[op->image] = c->layout;
+  s->hit_var[op->image] = c->var;
+  pthread_mutex_unlock(&f->mu);
+  return true;
 }
 
 static bool local_has_index2(const fetch_source *s) {
   char p[1100];
+  struct stat st;
   snprintf(p, sizeof p, "%s/index2.txt", s->base);
-  return access(p, F_OK) == 0;
+  return stat(p, &st) == 0;
 }
 
-/* One source: the remembered variant first, then the default order, within
- * the tier (flat or index2) once it is known. */
-static dl_result probe_source(probe_ctx *p, fetch_source *s, const fetch_key *k, int kind) {
-  pthread_mutex_lock(&s->mu);
-  int first = s->hit[kind];
-  int tier = s->tier;
-  pthread_mutex_unlock(&s->mu);
-  if (!s->http)
-    tier = local_has_index2(s) ? TIER_INDEX2 : TIER_FLAT;
-  int order[FETCH_VARIANTS], n = 0;
-  if (first >= 0)
-    order[n++] = first;
-  for (int v = 0; v < FETCH_VARIANTS; v++) {
-    if (v == first)
-      continue;
-    bool idx2 = v >= V_INDEX2;
-    if ((tier == TIER_FLAT && idx2) || (tier == TIER_INDEX2 && !idx2))
-      continue;
-    order[n++] = v;
+/* Adds a file.ptr target URL found in a folder source to the network's work. */
+static void add_local_target(fetch_op *op, int s, int k, int layout, const char *url) {
+  fetcher *f = op->f;
+  pthread_mutex_lock(&f->mu);
+  group *g = &op->groups[s][k];
+  if (!g->used) {
+    g->used = g->open = true;
+    op->groups_open++;
   }
-  for (int i = 0; i < n; i++) {
-    dl_result r = try_variant(p, s, k, order[i]);
-    if (r == DL_OK) {
-      pthread_mutex_lock(&s->mu);
-      s->hit[kind] = order[i];
-      if (s->http)
-        s->tier = order[i] >= V_INDEX2 ? TIER_INDEX2 : TIER_FLAT;
-      pthread_mutex_unlock(&s->mu);
+  if (g->open)
+    probe_new(op, s, k, layout, VAR_TARGET, 1, url);
+  pthread_mutex_unlock(&f->mu);
+}
+
+typedef enum { LOCAL_NEXT, LOCAL_FOUND, LOCAL_GIVE_UP } local_result;
+
+/* One folder source, key k: every planned path in order. */
+static local_result local_source(fetch_op *op, int s, int k, fetch_verify_fn verify, void *vctx,
+                                 fetch_result *res) {
+  fetcher *f = op->f;
+  fetch_source *src = &f->src[s];
+  const fetch_key *key = &op->keys[k];
+  pthread_mutex_lock(&f->mu);
+  int ll = src->hit_layout[op->image], lv = src->hit_var[op->image];
+  pthread_mutex_unlock(&f->mu);
+  plan_item items[NLAYOUTS * NVARS];
+  size_t n = make_plan(key, ll, lv, local_has_index2(src) ? 1 : 0, items);
+  for (size_t i = 0; i < n; i++) {
+    char path[2048], where[2048];
+    int w = snprintf(path, sizeof path, "%s/%s", src->base, items[i].rel);
+    if (w < 0 || (size_t)w >= sizeof path)
+      continue;
+    snprintf(where, sizeof where, "%s", path);
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (items[i].var == VAR_PTR) {
+      int fd;
+      struct stat st;
+      dl_result r = open_regular(path, &fd, &st, &d);
+      if (r == DL_NOT_FOUND)
+        continue;
+      if (r == DL_ERROR) {
+        op_note(op, &d, 2);
+        return LOCAL_GIVE_UP;
+      }
+      char kind[16], val[1024];
+      bool ok = read_ptr_fd(fd, kind, sizeof kind, val, sizeof val);
+      close(fd);
+      if (!ok)
+        continue;
+      if (!strcmp(kind, "MSG")) {
+        ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "%.110s says: %.70s", path, val);
+        op_note(op, &d, 1);
+        continue;
+      }
+      if (strcmp(kind, "PATH") || !val[0] || has_ctl(val))
+        continue;
+      if (is_http_url(val)) {
+        add_local_target(op, s, k, items[i].layout, val);
+        continue;
+      }
+      for (char *c = val; *c; c++)
+        if (*c == '\\')
+          *c = '/';
+      if (val[0] == '/')
+        snprintf(path, sizeof path, "%s", val);
+      else
+        snprintf(path, sizeof path, "%s/%s", src->base, val);
+      snprintf(where, sizeof where, "%s", path);
     }
-    if (r != DL_NOT_FOUND)
-      return r;
+    int fd;
+    struct stat st;
+    dl_result r = open_regular(path, &fd, &st, &d);
+    if (r == DL_NOT_FOUND) {
+      if (items[i].var == VAR_PTR) {
+        ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1, "file.ptr target missing: %.120s",
+                    path);
+        op_note(op, &d, 1);
+      }
+      continue;
+    }
+    if (r == DL_ERROR) {
+      op_note(op, &d, 2);
+      return LOCAL_GIVE_UP;
+    }
+    cand c;
+    memset(&c, 0, sizeof c);
+    c.t.fd = -1;
+    if (!tmp_create(f, &c.t, &d)) {
+      close(fd);
+      op_note(op, &d, 2);
+      return LOCAL_GIVE_UP;
+    }
+    r = copy_fd(f, fd, &st, path, &c.t, f->max_download, &d);
+    if (r == DL_ERROR) {
+      tmp_drop(f, &c.t);
+      op_note(op, &d, 2);
+      return LOCAL_GIVE_UP;
+    }
+    c.src = s;
+    c.key = k;
+    c.layout = items[i].layout;
+    c.var = items[i].var;
+    c.clean = true;
+    snprintf(c.where, sizeof c.where, "%.*s", (int)sizeof c.where - 1, where);
+    if (consider(op, &c, verify, vctx, res))
+      return LOCAL_FOUND;
+    return LOCAL_GIVE_UP; /* this source serves a wrong or unreadable file */
   }
-  return DL_NOT_FOUND;
+  return LOCAL_NEXT;
 }
 
-static fetch_status run_probe(fetcher *f, const fetch_key *keys, size_t nkeys, int kind,
-                              fetch_verify_fn verify, void *ctx, char *path_out,
-                              size_t path_cap, char *source_out, size_t source_cap,
-                              ps_diag *diag) {
-  probe_ctx p;
-  memset(&p, 0, sizeof p);
-  p.f = f;
-  p.verify = verify;
-  p.vctx = ctx;
-  p.path_out = path_out;
-  p.path_cap = path_cap;
-  p.source_out = source_out;
-  p.source_cap = source_cap;
-  ps_diag_clear(&p.err);
-  p.curl = curl_easy_init();
-  if (!p.curl) {
-    ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "curl_easy_init failed");
-    return FETCH_ERROR;
+/* Queues the HTTP sources' probes (phase 1 of every group) and the targets of
+ * folders' file.ptr URLs. */
+static void net_start(fetch_op *op) {
+  fetcher *f = op->f;
+  pthread_mutex_lock(&f->mu);
+  if (f->multi && !f->no_network) {
+    for (size_t s = 0; s < f->nsrc; s++) {
+      fetch_source *src = &f->src[s];
+      if (!src->http || op->given_up[s])
+        continue;
+      for (size_t k = 0; k < op->nkeys; k++) {
+        plan_item items[NLAYOUTS * NVARS];
+        size_t n = make_plan(&op->keys[k], src->hit_layout[op->image], src->hit_var[op->image],
+                             -1, items);
+        group *g = &op->groups[s][k];
+        g->used = g->open = true;
+        op->groups_open++;
+        /* probe_new pushes at the head: add in reverse to keep the plan's order */
+        for (size_t i = n; i-- > 0;) {
+          char esc[FETCH_REL_MAX * 3], url[FETCH_REL_MAX * 3 + 1100];
+          if (!fetch_url_escape(items[i].rel, esc, sizeof esc))
+            continue;
+          int w = snprintf(url, sizeof url, "%s/%s", src->base, esc);
+          if (w < 0 || (size_t)w >= sizeof url)
+            continue;
+          probe_new(op, (int)s, (int)k, items[i].layout, items[i].var, items[i].phase, url);
+        }
+      }
+    }
   }
+  for (size_t s = 0; s < f->nsrc; s++)
+    for (size_t k = 0; k < op->nkeys; k++) {
+      group *g = &op->groups[s][k];
+      if (!g->used || !g->open)
+        continue;
+      if (!f->multi || f->no_network) { /* a folder's file.ptr URL, but no network */
+        ps_diag d;
+        ps_diag_clear(&d);
+        ps_diag_set(&d, PS_E_NOT_FOUND, "file.ptr", (size_t)-1,
+                    "a file.ptr names a URL, and the network is off");
+        note_error(op, &d, 1);
+        group_close(op, g);
+        continue;
+      }
+      release_phase(op, g);
+    }
+  pthread_mutex_unlock(&f->mu);
+  if (f->multi)
+    curl_multi_wakeup(f->multi);
+}
+
+static fetch_status op_final(fetch_op *op, ps_diag *diag) {
+  fetch_status st = op->err_rank >= 2 ? FETCH_ERROR : FETCH_NOT_FOUND;
+  if (diag) {
+    if (op->err_rank >= 1)
+      *diag = op->err;
+    else
+      ps_diag_set(diag, PS_E_NOT_FOUND, "fetch", (size_t)-1, "not on any of %zu source(s)",
+                  op->f->nsrc);
+  }
+  return st;
+}
+
+fetch_status fetch_op_step(fetch_op *op, fetch_verify_fn verify, void *vctx, fetch_result *res,
+                           ps_diag *diag) {
+  fetcher *f = op->f;
+  res->path[0] = res->source[0] = '\0';
+  res->format = ST_FORMAT_UNKNOWN;
+  if (!op->local_done) {
+    op->local_done = true;
+    for (size_t s = 0; s < f->nsrc; s++) {
+      if (f->src[s].http)
+        continue;
+      for (size_t k = 0; k < op->nkeys; k++) {
+        local_result r = local_source(op, (int)s, (int)k, verify, vctx, res);
+        if (r == LOCAL_FOUND) {
+          pthread_mutex_lock(&f->mu);
+          op->finished = true;
+          pthread_mutex_unlock(&f->mu);
+          return FETCH_FOUND;
+        }
+        if (r == LOCAL_GIVE_UP) {
+          pthread_mutex_lock(&f->mu);
+          give_up_source(op, (int)s);
+          pthread_mutex_unlock(&f->mu);
+          break;
+        }
+      }
+    }
+  }
+  if (!op->net_started) {
+    op->net_started = true;
+    net_start(op);
+  }
+  for (;;) {
+    pthread_mutex_lock(&f->mu);
+    cand *c = op->cands;
+    if (c) {
+      op->cands = c->next;
+      if (!op->cands)
+        op->cands_tail = NULL;
+    } else if (op->groups_open == 0) {
+      fetch_status st = op_final(op, diag);
+      pthread_mutex_unlock(&f->mu);
+      return st;
+    } else {
+      op->armed = true;
+      pthread_mutex_unlock(&f->mu);
+      return FETCH_PENDING;
+    }
+    pthread_mutex_unlock(&f->mu);
+    bool ok = consider(op, c, verify, vctx, res);
+    int src = c->src;
+    free(c);
+    pthread_mutex_lock(&f->mu);
+    if (ok) {
+      op->finished = true; /* the rest is cancelled */
+      for (size_t s = 0; s < FETCH_MAX_SOURCES; s++)
+        for (int k = 0; k < 2; k++)
+          group_close(op, &op->groups[s][k]);
+    } else {
+      give_up_source(op, src);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (f->multi)
+      curl_multi_wakeup(f->multi);
+    if (ok)
+      return FETCH_FOUND;
+  }
+}
+
+uint64_t fetch_op_room_needed(fetch_op *op) {
+  pthread_mutex_lock(&op->f->mu);
+  uint64_t n = op->room_needed;
+  pthread_mutex_unlock(&op->f->mu);
+  return n;
+}
+
+/* ---------------------------------------------------- synchronous lookups */
+
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool woken;
+} waiter;
+
+static void waiter_wake(void *ctx) {
+  waiter *w = ctx;
+  pthread_mutex_lock(&w->mu);
+  w->woken = true;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static fetch_status run_sync(fetcher *f, const module_id *m, bool image, st_format fmt,
+                             fetch_verify_fn verify, void *ctx, char *path_out, size_t path_cap,
+                             char *source_out, size_t source_cap, ps_diag *diag) {
   if (path_out && path_cap)
     path_out[0] = '\0';
   if (source_out && source_cap)
     source_out[0] = '\0';
-  fetch_status st = FETCH_NOT_FOUND;
-  for (size_t i = 0; i < f->nsrc && st != FETCH_FOUND; i++)
-    for (size_t j = 0; j < nkeys; j++) {
-      p.want = keys[j].name;
-      dl_result r = probe_source(&p, &f->src[i], &keys[j], kind);
-      if (r == DL_OK) {
-        st = FETCH_FOUND;
-        break;
-      }
-      if (r == DL_ERROR)
-        break; /* this source is failing or served a wrong file: next source */
-    }
-  curl_easy_cleanup(p.curl);
-  if (st == FETCH_FOUND)
-    return st;
-  if (p.err_rank >= 2) {
-    if (diag)
-      *diag = p.err;
+  if (!path_out || !path_cap) {
+    ps_diag_set(diag, PS_E_INVALID, "fetch", (size_t)-1, "no output buffer");
     return FETCH_ERROR;
   }
-  if (diag) {
-    if (p.err_rank == 1)
-      *diag = p.err;
-    else
-      ps_diag_set(diag, PS_E_NOT_FOUND, "fetch", (size_t)-1, "not on any of %zu source(s)",
-                  f->nsrc);
+  waiter w;
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  w.woken = false;
+  fetch_op *op = fetch_op_new(f, m, image, fmt, waiter_wake, &w, diag);
+  fetch_status st = FETCH_ERROR;
+  static _Thread_local fetch_result res;
+  if (op) {
+    for (;;) {
+      st = fetch_op_step(op, verify, ctx, &res, diag);
+      if (st != FETCH_PENDING)
+        break;
+      pthread_mutex_lock(&w.mu);
+      while (!w.woken)
+        pthread_cond_wait(&w.cv, &w.mu);
+      w.woken = false;
+      pthread_mutex_unlock(&w.mu);
+    }
+    fetch_op_free(op);
   }
-  return FETCH_NOT_FOUND;
+  pthread_mutex_destroy(&w.mu);
+  pthread_cond_destroy(&w.cv);
+  if (st == FETCH_FOUND) {
+    if (strlen(res.path) >= path_cap) {
+      unlink(res.path);
+      ps_diag_set(diag, PS_E_INVALID, "fetch", (size_t)-1, "path buffer too small");
+      return FETCH_ERROR;
+    }
+    snprintf(path_out, path_cap, "%s", res.path);
+    if (source_out && source_cap)
+      snprintf(source_out, source_cap, "%s", res.source);
+  }
+  return st;
 }
 
 fetch_status fetch_pdb(fetcher *f, const module_id *m, st_format fmt, fetch_verify_fn verify,
                        void *ctx, char *path_out, size_t path_cap, char *source_out,
                        size_t source_cap, ps_diag *diag) {
-  fetch_key keys[2];
-  size_t n = 0;
-  st_format fmts[2] = {fmt, ST_FORMAT_UNKNOWN};
-  if (fmt == ST_FORMAT_UNKNOWN) {
-    fmts[0] = ST_FORMAT_WINDOWS;
-    fmts[1] = ST_FORMAT_PORTABLE;
-  }
-  for (int i = 0; i < 2 && fmts[i] != ST_FORMAT_UNKNOWN; i++)
-    if (make_key(m, fmts[i], false, &keys[n]))
-      n++;
-  if (!n || !path_out || !path_cap) {
-    ps_diag_set(diag, PS_E_INVALID, "fetch", (size_t)-1, "invalid debug file name");
-    return FETCH_ERROR;
-  }
-  return run_probe(f, keys, n, 0, verify, ctx, path_out, path_cap, source_out, source_cap,
-                   diag);
+  return run_sync(f, m, false, fmt, verify, ctx, path_out, path_cap, source_out, source_cap,
+                  diag);
 }
 
 fetch_status fetch_image(fetcher *f, const module_id *m, fetch_verify_fn verify, void *ctx,
                          char *path_out, size_t path_cap, char *source_out, size_t source_cap,
                          ps_diag *diag) {
-  fetch_key k;
-  if (!make_key(m, ST_FORMAT_UNKNOWN, true, &k) || !path_out || !path_cap) {
-    ps_diag_set(diag, PS_E_INVALID, "fetch", (size_t)-1, "no valid code file and code id");
-    return FETCH_ERROR;
-  }
-  return run_probe(f, &k, 1, 1, verify, ctx, path_out, path_cap, source_out, source_cap, diag);
+  return run_sync(f, m, true, ST_FORMAT_UNKNOWN, verify, ctx, path_out, path_cap, source_out,
+                  source_cap, diag);
 }

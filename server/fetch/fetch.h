@@ -6,14 +6,26 @@
  * Sources are an ordered list parsed from an _NT_SYMBOL_PATH-style string
  * ("srv*https://host/path;srv*CACHE*https://other;/local/symstore").  A PDB is
  * looked for under name.pdb/<GUID><age>/name.pdb (Windows) or
- * name.pdb/<GUID>FFFFFFFF/name.pdb (Portable), the lowercase SSQP variant, the
- * compressed name.pd_ (CAB), file.ptr redirects and the index2.txt two-tier
- * layout; a PE image under name.dll/<TIMESTAMP><SizeOfImage>/name.dll.
+ * name.pdb/<GUID>FFFFFFFF/name.pdb (Portable), a PE image under
+ * name.dll/<TIMESTAMP><SizeOfImage>/name.dll, in the casings real stores use
+ * (all upper, symstore.exe's mixed case, SSQP's all lower, and an image's
+ * code id as the caller spelt it), compressed
+ * (name.pd_, a CAB), behind file.ptr, flat or two-tier (index2.txt); see
+ * docs/fetch.md for the order.
  *
- * A found file is downloaded to a temporary file, decompressed, checked by
- * the caller's verify callback (GUID and age must match: a mismatch makes the
- * client go on to the next source), and handed over as a path the caller owns
- * (and unlinks).
+ * One lookup is a fetch_op.  Folder sources are read on the caller's thread;
+ * HTTP sources are probed in parallel by the fetcher's one network thread
+ * (curl's multi interface), which never parses anything: a finished download
+ * is handed back to the caller's thread, which unpacks a cabinet and runs the
+ * verify callback (GUID and age must match: a mismatch gives that source up).
+ * So a caller never waits on a source: fetch_op_step returns FETCH_PENDING
+ * and the wake callback says when there is more to do.
+ *
+ * Every transfer has a connect deadline, a first-byte deadline, a total
+ * deadline that grows with the declared length, a byte cap, a cap on
+ * decoded/encoded bytes and a share of a disk budget for all transfers at
+ * once; redirects are followed here, never by libcurl, so a source's headers
+ * never reach another origin.
  */
 #ifndef PDBSYM_FETCH_H
 #define PDBSYM_FETCH_H
@@ -22,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "error.h"
 #include "module.h"
 
@@ -34,30 +47,42 @@ typedef struct fetcher fetcher;
 typedef struct {
   const char *symbol_path;       /* NULL: Microsoft's public symbol server */
   const char *tmp_dir;           /* where downloads land before hand-over */
-  uint64_t max_download_bytes;   /* 0: 2 GiB */
-  uint64_t max_inflated_bytes;   /* cap on a decompressed .pd_ (0: 4 GiB) */
-  long connect_timeout_ms;       /* 0: 10000 */
-  long low_speed_time_s;         /* 0: 30 (abort when under low_speed_limit that long) */
-  long low_speed_limit;          /* bytes/s, 0: 1024 */
-  int max_retries;               /* 0: 3, <0: none (on 5xx, timeouts, resets; never on 404) */
-  int max_redirects;             /* 0: 5 */
-  int max_parallel_per_source;   /* 0: 4 */
+  bool private_tmp;              /* downloads go to a folder of this process under
+                                    tmp_dir, locked while it runs (fetch_sweep_tmp
+                                    removes those of processes that ended) */
+  bool no_network;               /* HTTP sources are skipped (folders only) */
+  uint64_t max_download_bytes;   /* one file, downloaded or copied; 0: 2 GiB */
+  uint64_t max_inflated_bytes;   /* a decompressed .pd_ member; 0: max_download_bytes */
+  uint64_t disk_budget_bytes;    /* all temporary files at once; 0: no budget
+                                    (fetch_set_disk_budget changes it) */
+  int max_parallel_per_source;   /* transfers at once per source; 0: 4 */
+  dl_limits lim;                 /* deadlines, retries, redirects, ratio, backoff (config.h) */
   const char *const *headers;    /* extra "Name: value" headers for every HTTP source, NULL-terminated */
-  long retry_base_ms;            /* 0: 250 (backoff: base * 2^attempt, +-25%, at most 8 s) */
 } fetch_config;
 
-typedef enum { FETCH_FOUND = 0, FETCH_NOT_FOUND, FETCH_ERROR } fetch_status;
+typedef enum { FETCH_FOUND = 0, FETCH_NOT_FOUND, FETCH_ERROR, FETCH_PENDING } fetch_status;
 
-/* Called with the downloaded, decompressed file before it is accepted;
- * returns true to accept.  ctx is the caller's. */
-typedef bool (*fetch_verify_fn)(void *ctx, const char *path, ps_diag *diag);
+/* What the verify callback is shown: a downloaded (and decompressed) file. */
+typedef struct {
+  const char *path;      /* the file; borrowed */
+  const char *source;    /* URL (after redirects) or path it came from */
+  st_format format;      /* the key it was found under (PDB lookups; UNKNOWN for images) */
+  bool clean;            /* complete by construction: a local file, or an HTTP 200 whose
+                            declared length arrived in full and is not text/html */
+} fetch_file;
+
+/* Called with each downloaded file before it is accepted, on the thread that
+ * called fetch_op_step (or fetch_pdb); returns true to accept.  On false, diag
+ * says why (PS_E_MISMATCH for another file's identity); the source is given up. */
+typedef bool (*fetch_verify_fn)(void *ctx, const fetch_file *file, ps_diag *diag);
 
 /* The identity check (fetch_verify.c), the verify step every caller uses:
  * with ctx a fetch_identity, a PDB is accepted when it parses whole and
  * carries m's GUID and age (the DBI or the info stream's age; a Portable PDB:
- * its GUID) in format fmt (ST_FORMAT_UNKNOWN: either); an image (image true)
- * when it is a PE with m's TimeDateStamp and SizeOfImage.  A refusal sets
- * diag: PS_E_MISMATCH naming both identities, or the parser's error. */
+ * its GUID) in format fmt (ST_FORMAT_UNKNOWN: the format of the key the file
+ * was found under, or either); an image (image true) when it is a PE with m's
+ * TimeDateStamp and SizeOfImage.  A refusal sets diag: PS_E_MISMATCH naming
+ * both identities, or the parser's error. */
 typedef struct {
   const module_id *m;
   st_format fmt;
@@ -67,16 +92,68 @@ typedef struct {
   symtab *st;          /* out, with keep: the accepted table, finished (malloc'd; the
                         * caller st_free's and frees it; a later accepted file replaces it) */
   bool malformed;      /* out: a file offered could not be parsed at all */
+  bool suspect;        /* out, with malformed: one such file may not have been the file
+                        * at all (not clean, or no PDB signature: an HTML page...) */
   char error[256];     /* out, with malformed: why */
 } fetch_identity;
-bool fetch_verify_identity(void *ctx, const char *path, ps_diag *diag);
+bool fetch_verify_identity(void *ctx, const fetch_file *file, ps_diag *diag);
 
 ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag);
+/* Stops the network thread (transfers running are abandoned, their files
+ * removed).  Every op must have been freed before. */
 void fetch_close(fetcher *f);
 
-/* Looks for the module's PDB in format fmt (ST_FORMAT_WINDOWS or PORTABLE).
- * On FETCH_FOUND, path_out holds the file's path (caller unlinks it) and
- * source_out the URL or path it came from.  On FETCH_ERROR diag says why. */
+/* Bytes the temporary files of all transfers may hold together (0: none).
+ * Checked as each transfer writes; a transfer that would pass it fails. */
+void fetch_set_disk_budget(fetcher *f, uint64_t bytes);
+/* Bytes the temporary files of this fetcher hold now. */
+uint64_t fetch_tmp_bytes(const fetcher *f);
+
+/* --- one lookup ------------------------------------------------------------ */
+
+typedef struct fetch_op fetch_op;
+
+/* Called on the network thread, at most once after each fetch_op_step that
+ * returned FETCH_PENDING, when the op has more to do.  Must not block and must
+ * not call back into the fetcher (typically: queue the caller's job). */
+typedef void (*fetch_wake_fn)(void *ctx);
+
+/* A lookup of m: its PDB (image false; fmt WINDOWS, PORTABLE or UNKNOWN for
+ * both keys) or its PE image (image true: code_file + code id).  NULL with
+ * diag set when m lacks what the key needs. */
+fetch_op *fetch_op_new(fetcher *f, const module_id *m, bool image, st_format fmt,
+                       fetch_wake_fn wake, void *wake_ctx, ps_diag *diag);
+
+typedef struct {
+  char path[1024];       /* the accepted file: the caller owns (and unlinks) it */
+  char source[1024];     /* URL or path it came from */
+  st_format format;      /* the key it was found under */
+} fetch_result;
+
+/* Advances the lookup on the calling thread: the folder sources (first call),
+ * then the downloads the network thread finished (unpacked and verified here).
+ * Returns FETCH_FOUND (res filled), FETCH_NOT_FOUND, FETCH_ERROR (diag says
+ * why: the most telling failure of any source), or FETCH_PENDING: nothing to
+ * do until wake is called.  After anything but FETCH_PENDING the op is over;
+ * free it.  Not to be called from two threads at once. */
+fetch_status fetch_op_step(fetch_op *op, fetch_verify_fn verify, void *ctx, fetch_result *res,
+                           ps_diag *diag);
+
+/* Ends the lookup (transfers still running are cancelled, files removed).
+ * After it, wake is never called. */
+void fetch_op_free(fetch_op *op);
+
+/* After FETCH_ERROR: when a transfer failed because the disk budget was used
+ * up, the bytes it needed (its declared length, or a guess), else 0.  The
+ * caller may make room (evict) and look the module up again. */
+uint64_t fetch_op_room_needed(fetch_op *op);
+
+/* --- synchronous lookups (the CLI) ------------------------------------------ */
+
+/* Looks for the module's PDB in format fmt (ST_FORMAT_WINDOWS, PORTABLE, or
+ * UNKNOWN for both) and waits for the answer.  On FETCH_FOUND, path_out holds
+ * the file's path (caller unlinks it) and source_out the URL or path it came
+ * from.  On FETCH_ERROR diag says why. */
 fetch_status fetch_pdb(fetcher *f, const module_id *m, st_format fmt, fetch_verify_fn verify,
                        void *ctx, char *path_out, size_t path_cap, char *source_out,
                        size_t source_cap, ps_diag *diag);
@@ -99,9 +176,19 @@ bool fetch_http_get(const char *url, long timeout_ms, long *status, char *body, 
 /* libcurl's version line, e.g. "libcurl/7.88.1 OpenSSL/3.0.11 zlib/1.2.13" (static). */
 const char *fetch_curl_version(void);
 
+/* --- the download area ------------------------------------------------------ */
+
+/* Removes (remove false: only counts) what downloads of processes that have
+ * ended left in tmp_dir: their private folders (fetch_config.private_tmp; a
+ * folder whose lock no process holds) and loose .pdbsym-*.part files.
+ * Folders of running processes are left alone.  *files and *bytes (may be
+ * NULL) get what was (or would be) removed. */
+ps_err fetch_sweep_tmp(const char *tmp_dir, bool remove, uint64_t *files, uint64_t *bytes,
+                       ps_diag *diag);
+
 /* --- introspection, for tests and `pdbsym fetch -v` --- */
 
-/* The parsed sources, in probing order. */
+/* The parsed sources, in symbol-path order. */
 typedef struct {
   bool http;          /* else a local folder */
   const char *base;   /* URL (no trailing '/') or folder; borrowed from f */
@@ -110,13 +197,13 @@ typedef struct {
 size_t fetch_source_count(const fetcher *f);
 bool fetch_source_get(const fetcher *f, size_t i, fetch_source_info *out);
 
-/* The relative paths probed for a module, in default order, unencoded:
- * image=false: the PDB under format fmt (WINDOWS or PORTABLE); true: the PE.
- * index2: include the two-tier variants.  Returns how many were written
- * (each at most FETCH_REL_MAX bytes with the NUL); 0 when m lacks what the
- * key needs. */
+/* The relative paths probed for a module on a source that has answered
+ * nothing yet, in order, unencoded, without duplicates: image=false: the PDB
+ * under format fmt (WINDOWS or PORTABLE); true: the PE.  Returns how many were
+ * written (each at most FETCH_REL_MAX bytes with the NUL); 0 when m lacks what
+ * the key needs. */
 #define FETCH_REL_MAX 800
-#define FETCH_VARIANTS 7
+#define FETCH_VARIANTS 14
 size_t fetch_candidates(const module_id *m, st_format fmt, bool image,
                         char out[FETCH_VARIANTS][FETCH_REL_MAX]);
 

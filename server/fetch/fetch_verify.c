@@ -24,7 +24,17 @@ static bool ident_matches(const module_id *m, st_format fmt, const st_ident *id)
   return id->format == ST_FORMAT_WINDOWS && (id->age == m->age || id->pdb_age == m->age);
 }
 
-static bool check_pdb(fetch_identity *c, const filemap *fm, ps_diag *diag) {
+/* true when the file starts like a PDB (MSF 7 or 2, or Portable "BSJB") */
+static bool pdb_signature(const uint8_t *d, size_t n) {
+  static const char msf7[] = "Microsoft C/C++ MSF 7.00\r\n\x1a" "DS";
+  static const char msf2[] = "Microsoft C/C++ program database 2.00\r\n\x1a" "JG";
+  return (n >= sizeof msf7 - 1 && !memcmp(d, msf7, sizeof msf7 - 1)) ||
+         (n >= sizeof msf2 - 1 && !memcmp(d, msf2, sizeof msf2 - 1)) ||
+         (n >= 4 && !memcmp(d, "BSJB", 4));
+}
+
+static bool check_pdb(fetch_identity *c, st_format fmt, bool clean, const filemap *fm,
+                      ps_diag *diag) {
   symtab *st = calloc(1, sizeof *st);
   if (!st) {
     ps_diag_set(diag, PS_E_NOMEM, "PDB identity", (size_t)-1, "out of memory");
@@ -39,11 +49,19 @@ static bool check_pdb(fetch_identity *c, const filemap *fm, ps_diag *diag) {
   st->budget = NULL;
   bool ok = false;
   if (rc != PS_E_OK) {
-    char msg[256];
+    char msg[200];
+    bool signature = pdb_signature(fm->data, fm->len);
     c->malformed = true;
-    snprintf(c->error, sizeof c->error, "%s", ps_diag_format(&d, msg, sizeof msg));
+    /* an HTML page, an error document, a body cut short without a length: the
+     * network's fault, maybe not the file's (the engine tries it again sooner) */
+    if (!clean || !signature)
+      c->suspect = true;
+    snprintf(c->error, sizeof c->error, "%s%s", ps_diag_format(&d, msg, sizeof msg),
+             !signature ? " (the download is not a PDB)"
+             : !clean   ? " (the download may be incomplete)"
+                        : "");
     ps_diag_set(diag, rc, d.where, d.offset, "%s", d.detail);
-  } else if (!ident_matches(c->m, c->fmt, &st->ident)) {
+  } else if (!ident_matches(c->m, fmt, &st->ident)) {
     char want[48], got[48];
     module_debug_id(c->m->guid, c->m->age, want);
     module_debug_id(st->ident.guid, st->ident.age, got);
@@ -77,12 +95,14 @@ static bool check_image(const fetch_identity *c, const filemap *fm, ps_diag *dia
   return false;
 }
 
-bool fetch_verify_identity(void *ctx, const char *path, ps_diag *diag) {
+bool fetch_verify_identity(void *ctx, const fetch_file *file, ps_diag *diag) {
   fetch_identity *c = ctx;
   filemap fm;
-  if (filemap_open(&fm, path, c->max_bytes, diag) != PS_E_OK)
+  if (filemap_open(&fm, file->path, c->max_bytes, diag) != PS_E_OK)
     return false;
-  bool ok = c->image ? check_image(c, &fm, diag) : check_pdb(c, &fm, diag);
+  /* a lookup of both keys tells which one the file was found under */
+  st_format fmt = c->fmt != ST_FORMAT_UNKNOWN ? c->fmt : file->format;
+  bool ok = c->image ? check_image(c, &fm, diag) : check_pdb(c, fmt, file->clean, &fm, diag);
   filemap_close(&fm);
   return ok;
 }

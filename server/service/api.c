@@ -5,13 +5,22 @@
  *
  * POST /symbolicate, step by step:
  *   1. parse and check the body; a shape the contract does not allow is a 400
- *      naming the field ("frames[3].rva");
+ *      naming the field ("frames[3].rva"), but a module whose fields are bad
+ *      fails alone (its answer "invalid", its frames invalid); frames given
+ *      by instruction_addr get their RVA from their module's image_addr, and
+ *      return addresses are marked for a lookup at address - 1
+ *      (place_frames);
  *   2. resolve every module once: first a probe with no wait for all of them
  *      (a cached module answers at once, a missing one starts its download in
  *      the engine), then a wait until the request's deadline for those still
  *      pending, so downloads of one request overlap instead of adding up;
- *   3. answer the frames in input order from the pinned symbol tables;
+ *   3. answer the frames in input order from the pinned symbol tables,
+ *      written with jsonw.h straight into the buffer that becomes the
+ *      response body (capped by max_answer_bytes);
  *   4. release the tables.
+ *
+ * Request bodies are parsed by jansson into a per-request arena (jarena.h);
+ * no answer is built as a jansson tree.
  */
 #include "api.h"
 
@@ -19,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -88,9 +98,9 @@ void api_error(api_response *out, unsigned status, const char *msg, const char *
 
 /* ---- routing -------------------------------------------------------------- */
 
-static const char *const route_names[RT__COUNT] = {"/symbolicate", "/symbolicate/v5", "/modules",
-                                                   "/health",      "/ready",          "/metrics",
-                                                   "other"};
+static const char *const route_names[RT__COUNT] = {
+    "/symbolicate", "/symbolicate/v5", "/modules", "/health", "/ready", "/metrics", "/traces",
+    "other"};
 static const char *const frame_status_names[FS__COUNT] = {
     "ok", "missing_symbols", "unknown_address", "malformed", "fetch_error", "pending", "invalid"};
 
@@ -100,6 +110,169 @@ const char *api_route_name(api_route_id r) {
 
 const char *frame_status_name(frame_status s) {
   return (unsigned)s < FS__COUNT ? frame_status_names[s] : "invalid";
+}
+
+/* ---- CORS (api.md, "Browsers") ------------------------------------------------ */
+
+/* Routes a page on another origin may call: /symbolicate/v5, the API browser
+ * clients (the Firefox Profiler) speak. */
+static bool route_cors(api_route_id r) { return r == RT_SYMBOLICATE_V5; }
+
+/* Walks the comma- or space-separated entries of cors_origins. */
+static const char *next_origin(const char *p, const char **start, size_t *len) {
+  while (*p == ',' || *p == ' ' || *p == '\t')
+    p++;
+  if (!*p)
+    return NULL;
+  *start = p;
+  while (*p && *p != ',' && *p != ' ' && *p != '\t')
+    p++;
+  *len = (size_t)(p - *start);
+  return p;
+}
+
+/* *any: the list holds "*"; returns whether origin is listed by name
+ * (ASCII case-insensitive, as browsers serialise scheme and host in lower
+ * case). */
+static bool origin_listed(const char *list, const char *origin, bool *any) {
+  const char *s;
+  size_t n;
+  bool named = false;
+  *any = false;
+  for (const char *p = list; (p = next_origin(p, &s, &n)) != NULL;) {
+    if (n == 1 && *s == '*')
+      *any = true;
+    else if (origin && strlen(origin) == n && !strncasecmp(s, origin, n))
+      named = true;
+  }
+  return named;
+}
+
+static void add_header(api_response *out, const char *name, const char *value, bool copy) {
+  if (out->nheaders >= API_MAX_HEADERS)
+    return;
+  if (copy) {
+    size_t n = strlen(value) + 1;
+    if (n > sizeof out->hvalues - out->hused)
+      return;
+    memcpy(out->hvalues + out->hused, value, n);
+    value = out->hvalues + out->hused;
+    out->hused += n;
+  }
+  out->headers[out->nheaders].name = name;
+  out->headers[out->nheaders].value = value;
+  out->nheaders++;
+}
+
+/* An Origin header worth echoing: printable ASCII, no more than 200 bytes. */
+static bool origin_ok(const char *origin) {
+  if (!origin || !*origin || strlen(origin) > 200)
+    return false;
+  for (const char *p = origin; *p; p++)
+    if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+      return false;
+  return true;
+}
+
+void api_cors(const api *a, api_route_id route, const char *origin, api_response *out) {
+  if (!route_cors(route) || !a->cfg->cors_origins[0])
+    return;
+  bool any;
+  bool named = origin_listed(a->cfg->cors_origins, origin, &any);
+  if (any) {
+    add_header(out, "Access-Control-Allow-Origin", "*", false);
+  } else {
+    /* the answer depends on the Origin: caches must keep one per origin */
+    add_header(out, "Vary", "Origin", false);
+    if (!named || !origin_ok(origin))
+      return;
+    add_header(out, "Access-Control-Allow-Origin", origin, true);
+  }
+  add_header(out, "Access-Control-Expose-Headers", "X-Request-Id, Retry-After", false);
+}
+
+void api_preflight(const api *a, api_route_id route, const char *origin,
+                   const char *private_network, api_response *out) {
+  memset(out, 0, sizeof *out);
+  out->frames = out->modules = -1;
+  out->allow = "POST, OPTIONS";
+  bool any = false;
+  bool named = route_cors(route) && origin_listed(a->cfg->cors_origins, origin, &any);
+  if (!origin) { /* not a browser's preflight: what the route allows */
+    out->status = 204;
+    return;
+  }
+  if (!(any || named) || !origin_ok(origin)) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "origin %.200s is not allowed by cors_origins", origin);
+    api_error(out, 403, msg, NULL);
+    return;
+  }
+  out->status = 204;
+  add_header(out, "Access-Control-Allow-Methods", "POST, OPTIONS", false);
+  add_header(out, "Access-Control-Allow-Headers", "Content-Type, X-Request-Id", false);
+  char age[24];
+  snprintf(age, sizeof age, "%llu", (unsigned long long)a->cfg->cors_max_age);
+  add_header(out, "Access-Control-Max-Age", age, true);
+  /* Private Network Access: a public page asking for a loopback or private
+   * address; granted only to an origin listed by name, never through "*" */
+  if (named && private_network && !strcasecmp(private_network, "true"))
+    add_header(out, "Access-Control-Allow-Private-Network", "true", false);
+}
+
+/* "*", "null", or scheme://host[:port] with no path (RFC 6454's serialised
+ * origin). */
+static bool origin_syntax_ok(const char *s, size_t n) {
+  if ((n == 1 && *s == '*') || (n == 4 && !strncmp(s, "null", 4)))
+    return true;
+  size_t p;
+  if (n > 7 && !strncasecmp(s, "http://", 7))
+    p = 7;
+  else if (n > 8 && !strncasecmp(s, "https://", 8))
+    p = 8;
+  else
+    return false;
+  if (n - p > 200)
+    return false;
+  size_t host = p;
+  if (s[p] == '[') {
+    while (p < n && s[p] != ']')
+      p++;
+    if (p == n)
+      return false;
+    p++;
+  } else {
+    while (p < n && (isalnum((unsigned char)s[p]) || s[p] == '-' || s[p] == '.'))
+      p++;
+  }
+  if (p == host)
+    return false;
+  if (p < n && s[p] == ':') {
+    size_t d = ++p;
+    while (p < n && isdigit((unsigned char)s[p]))
+      p++;
+    if (p == d || p - d > 5)
+      return false;
+  }
+  return p == n;
+}
+
+bool api_check_config(const srv_config *cfg, char *err, size_t cap) {
+  const char *s;
+  size_t n;
+  for (const char *p = cfg->cors_origins; (p = next_origin(p, &s, &n)) != NULL;) {
+    if (!origin_syntax_ok(s, n)) {
+      snprintf(err, cap,
+               "cors_origins: '%.*s' is not an origin (scheme://host[:port], no path), * or null",
+               (int)(n > 200 ? 200 : n), s);
+      return false;
+    }
+  }
+  if (!cfg->v5_max_frames || !cfg->v5_max_jobs) {
+    snprintf(err, cap, "v5_max_frames and v5_max_jobs must be > 0");
+    return false;
+  }
+  return true;
 }
 
 api_match api_route(const char *method, const char *path, api_route_id *route, const char **allow) {
@@ -113,6 +286,7 @@ api_match api_route(const char *method, const char *path, api_route_id *route, c
       {"/health", RT_HEALTH, "GET"},
       {"/ready", RT_READY, "GET"},
       {"/metrics", RT_METRICS, "GET"},
+      {"/traces", RT_TRACES, "POST"},
   };
   *route = RT_OTHER;
   *allow = NULL;
@@ -138,15 +312,19 @@ api_match api_route(const char *method, const char *path, api_route_id *route, c
   bool get = !strcmp(want, "GET");
   if (!strcmp(method, want) || (get && !strcmp(method, "HEAD")))
     return API_MATCH_OK;
-  *allow = get ? "GET, HEAD" : "POST";
+  if (route_cors(*route) && !strcmp(method, "OPTIONS"))
+    return API_PREFLIGHT;
+  *allow = get ? "GET, HEAD" : route_cors(*route) ? "POST, OPTIONS" : "POST";
   return API_BAD_METHOD;
 }
 
 bool api_route_heavy(api_route_id r) {
-  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES;
+  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES || r == RT_TRACES;
 }
 
-bool api_route_has_body(api_route_id r) { return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5; }
+bool api_route_has_body(api_route_id r) {
+  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_TRACES;
+}
 
 /* ---- numbers: JSON integers or "0x" hex strings ----------------------------- */
 
@@ -194,21 +372,36 @@ typedef struct {
   module_id id;
   mod_handle h;
   bool resolved;
-  bool skip;        /* v5: no frame names it, so it is not looked up */
-  size_t same;      /* index of the first entry naming the same module (itself if none) */
-  render_module rm; /* Source Link map etc., set up at the first answered frame */
+  bool skip;         /* v5: no frame names it, so it is not looked up */
+  bool invalid;      /* a field is bad: never looked up, its frames come back invalid */
+  bool no_age;       /* the debug id had no age (a Portable PDB's GUID alone) */
+  bool has_image;    /* image_addr given */
+  uint64_t image_addr;
+  uint64_t image_size; /* 0: not given */
+  size_t same;       /* index of the first entry naming the same module (itself if none) */
+  render_module rm;  /* Source Link map etc., set up at the first answered frame */
   bool rm_init;
+  char field[112];   /* invalid: where, "modules[2].debug_id" */
+  char why[200];     /* invalid: what, "invalid debug_id: the age is longer than 8 hex digits" */
+  char frame_error[340]; /* invalid: the error its frames carry */
 } req_module;
 
 typedef enum { FR_NATIVE, FR_MANAGED } frame_kind;
 
 typedef struct {
-  uint32_t module;
+  long long module;  /* the index as given; -1 when it is not a usable number */
   frame_kind kind;
+  bool bad_index;    /* module names no entry of modules */
   bool invalid;
-  const char *why; /* static, for invalid frames */
-  uint64_t rva;    /* or token */
+  bool has_rva;      /* native: the RVA is known (given, or from instruction_addr) */
+  bool has_iaddr;    /* native: instruction_addr given */
+  bool adjusted;     /* looked up at rva - 1 (a return address) */
+  signed char adjust; /* adjust_instruction_addr: -1 absent, 0 false, 1 true */
+  const char *why;   /* invalid: static, or a module's frame_error */
+  uint64_t rva;      /* or token */
+  uint64_t iaddr;
   uint64_t il;
+  uint64_t stack;    /* "stack": frames of one stack share it (default 0) */
 } req_frame;
 
 typedef struct {
@@ -234,6 +427,19 @@ static bool fail(req_error *e, const char *field, const char *msg, const char *d
   return false;
 }
 
+/* A module that fails alone: its answer says why (status "invalid", error,
+ * field), its frames come back invalid, the request's other modules are
+ * answered (CONTRACT.md, "Modules"). */
+static void module_invalid(req_module *m, const char *what, const char *field, const char *msg,
+                           const char *detail) {
+  if (m->invalid)
+    return; /* the first problem found is the one reported */
+  m->invalid = true;
+  snprintf(m->field, sizeof m->field, "%s", field);
+  snprintf(m->why, sizeof m->why, "%s%s", msg, detail ? detail : "");
+  snprintf(m->frame_error, sizeof m->frame_error, "its module (%s) is invalid: %s", what, m->why);
+}
+
 /* A file name from a JSON string (module.h's rules); a NUL inside the string
  * is refused too (why is then NULL: reason() names it). */
 static bool parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1], const char **why) {
@@ -242,33 +448,35 @@ static bool parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1], const cha
          module_parse_file_name(json_string_value(s), out, MODULE_NAME_MAX + 1, why);
 }
 
-/* fail() for modules[i] and the field sfx (".debug_id"), named only on a
- * failure. */
-static bool module_fail(req_error *e, size_t i, const char *sfx, const char *msg,
-                        const char *detail) {
-  char f[96];
-  snprintf(f, sizeof f, "modules[%zu]%s", i, sfx);
-  return fail(e, f, msg, detail);
+/* The string as given, or NULL when v is not a string without NUL bytes. */
+static const char *given_string(const json_t *v) {
+  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+    return NULL;
+  return json_string_value(v);
 }
 
-static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *err) {
+/* module_invalid for modules[i] and its field sfx (".debug_id"): the names
+ * are formatted only when a module fails, not for every module that parses. */
+static void module_bad(req_module *m, size_t i, const char *sfx, const char *msg,
+                       const char *detail) {
+  if (m->invalid)
+    return;
+  char what[32], f[64];
+  snprintf(what, sizeof what, "modules[%zu]", i);
+  snprintf(f, sizeof f, "modules[%zu]%s", i, sfx);
+  module_invalid(m, what, f, msg, detail);
+}
+
+/* One entry of a /symbolicate body's modules.  Nothing in it fails the
+ * request: a bad field makes the module invalid (module_invalid). */
+static void parse_module(const json_t *m, size_t i, req_module *out) {
   const char *sfx; /* the field at fault after "modules[i]" */
   const char *why = NULL;
   memset(out, 0, sizeof *out);
-  if (!json_is_object(m))
-    return module_fail(err, i, "", "a module must be an object", NULL);
-  const json_t *df = json_object_get(m, "debug_file");
-  sfx = ".debug_file";
-  if (!json_is_string(df))
-    return module_fail(err, i, sfx, "debug_file must be a string", NULL);
-  if (!parse_name(df, out->id.debug_file, &why))
-    return module_fail(err, i, sfx, "invalid debug_file: ", reason(why));
-  const json_t *di = json_object_get(m, "debug_id");
-  sfx = ".debug_id";
-  if (!json_is_string(di))
-    return module_fail(err, i, sfx, "debug_id must be a string", NULL);
-  if (!module_parse_debug_id(json_string_value(di), out->id.guid, &out->id.age, &why))
-    return module_fail(err, i, sfx, "invalid debug_id: ", reason(why));
+  if (!json_is_object(m)) {
+    module_bad(out, i, "", "a module must be an object", NULL);
+    return;
+  }
   const json_t *fm = json_object_get(m, "format");
   sfx = ".format";
   if (fm && !json_is_null(fm)) {
@@ -278,27 +486,81 @@ static bool parse_module(const json_t *m, size_t i, req_module *out, req_error *
     else if (!strcmp(s, "portable"))
       out->id.format = ST_FORMAT_PORTABLE;
     else
-      return module_fail(err, i, sfx, "format must be \"windows\" or \"portable\"", NULL);
+      module_bad(out, i, sfx, "format must be \"windows\" or \"portable\"", NULL);
+  }
+  const json_t *df = json_object_get(m, "debug_file");
+  sfx = ".debug_file";
+  if (!df)
+    module_bad(out, i, sfx, "debug_file is required", NULL);
+  else if (!json_is_string(df))
+    module_bad(out, i, sfx, "debug_file must be a string", NULL);
+  else if (!parse_name(df, out->id.debug_file, &why))
+    module_bad(out, i, sfx, "invalid debug_file: ", reason(why));
+  const json_t *di = json_object_get(m, "debug_id");
+  sfx = ".debug_id";
+  if (!di)
+    module_bad(out, i, sfx, "debug_id is required", NULL);
+  else if (!json_is_string(di))
+    module_bad(out, i, sfx, "debug_id must be a string", NULL);
+  else if (!given_string(di))
+    module_bad(out, i, sfx, "invalid debug_id: contains a NUL byte", NULL);
+  else if (!out->invalid && !module_set_debug_id(&out->id, json_string_value(di), &why))
+    module_bad(out, i, sfx, "invalid debug_id: ", reason(why));
+  else if (!out->invalid) {
+    uint8_t g[16];
+    uint32_t age;
+    bool has_age = true;
+    module_parse_debug_id_ex(json_string_value(di), g, &age, &has_age, NULL);
+    out->no_age = !has_age;
   }
   const json_t *cf = json_object_get(m, "code_file");
   sfx = ".code_file";
   if (cf && !json_is_null(cf)) {
     if (!json_is_string(cf))
-      return module_fail(err, i, sfx, "code_file must be a string", NULL);
-    if (!parse_name(cf, out->id.code_file, &why))
-      return module_fail(err, i, sfx, "invalid code_file: ", reason(why));
+      module_bad(out, i, sfx, "code_file must be a string", NULL);
+    else if (!parse_name(cf, out->id.code_file, &why))
+      module_bad(out, i, sfx, "invalid code_file: ", reason(why));
   }
   const json_t *ci = json_object_get(m, "code_id");
   sfx = ".code_id";
   if (ci && !json_is_null(ci)) {
-    if (!json_is_string(ci))
-      return module_fail(err, i, sfx, "code_id must be a string", NULL);
-    if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp, &out->id.code_size,
-                              &why))
-      return module_fail(err, i, sfx, "invalid code_id: ", reason(why));
-    out->id.has_code_id = true;
+    if (!json_is_string(ci) || !given_string(ci))
+      module_bad(out, i, sfx, "code_id must be a string", NULL);
+    else if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp,
+                                   &out->id.code_size, &why))
+      module_bad(out, i, sfx, "invalid code_id: ", reason(why));
+    else {
+      out->id.has_code_id = true;
+      snprintf(out->id.code_id_text, sizeof out->id.code_id_text, "%s", json_string_value(ci));
+    }
   }
-  return true;
+  const json_t *ia = json_object_get(m, "image_addr");
+  const json_t *is = json_object_get(m, "image_size");
+  uint64_t v = 0;
+  sfx = ".image_addr";
+  if (ia && !json_is_null(ia)) {
+    num_result r = get_number(ia, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      module_bad(out, i, sfx, "image_addr must be an integer or a 0x hex string", NULL);
+    else if (r == NUM_RANGE)
+      module_bad(out, i, sfx, "image_addr is negative or wider than 64 bits", NULL);
+    else
+      out->has_image = true, out->image_addr = v;
+  }
+  sfx = ".image_size";
+  if (is && !json_is_null(is)) {
+    num_result r = get_number(is, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      module_bad(out, i, sfx, "image_size must be an integer or a 0x hex string", NULL);
+    else if (r == NUM_RANGE || v == 0)
+      module_bad(out, i, sfx, "image_size must be from 1 to 2^64 - 1", NULL);
+    else if (!(ia && !json_is_null(ia)))
+      module_bad(out, i, sfx, "image_size without image_addr", NULL);
+    else if (out->has_image && v > UINT64_MAX - out->image_addr)
+      module_bad(out, i, sfx, "image_addr + image_size is past 2^64", NULL);
+    else
+      out->image_size = v;
+  }
 }
 
 /* fail() for frames[i] and the field sfx (".rva"); the name is formatted
@@ -312,70 +574,187 @@ static bool frame_fail(req_error *e, size_t i, const char *sfx, const char *msg,
 
 static bool parse_frame(const json_t *fr, size_t i, size_t nmodules, req_frame *out,
                         req_error *err) {
-  const char *sfx; /* the field at fault after "frames[i]" */
   memset(out, 0, sizeof *out);
-  if (!json_is_object(fr)) {
+  out->module = -1;
+  out->adjust = -1;
+  if (!json_is_object(fr))
     return frame_fail(err, i, "", "a frame must be an object", NULL);
-  }
   uint64_t v;
   const json_t *mo = json_object_get(fr, "module");
-  sfx = ".module";
   if (!mo)
-    return frame_fail(err, i, sfx, "module is required", NULL);
+    return frame_fail(err, i, ".module", "module is required", NULL);
   num_result r = get_number(mo, UINT32_MAX, &v);
   if (r == NUM_BAD)
-    return frame_fail(err, i, sfx, "module must be an integer or a 0x hex string", NULL);
-  if (r == NUM_RANGE || v >= nmodules)
-    return frame_fail(err, i, sfx, "module index out of range", NULL);
-  out->module = (uint32_t)v;
+    return frame_fail(err, i, ".module", "module must be an integer or a 0x hex string", NULL);
+  if (r == NUM_OK)
+    out->module = (long long)v;
+  else if (json_is_integer(mo) && json_integer_value(mo) < 0)
+    out->module = json_integer_value(mo);
+  out->bad_index = r != NUM_OK || v >= nmodules;
   const json_t *rva = json_object_get(fr, "rva");
+  const json_t *ia = json_object_get(fr, "instruction_addr");
   const json_t *tok = json_object_get(fr, "token");
-  if (rva && tok) {
-    return frame_fail(err, i, "", "a frame has either rva or token, not both", NULL);
-  }
-  if (!rva && !tok) {
-    return frame_fail(err, i, "", "a frame needs rva (native) or token and il_offset (managed)",
+  int given = (rva != NULL) + (ia != NULL) + (tok != NULL);
+  if (given > 1)
+    return frame_fail(err, i, "",
+                      "a frame has one of rva, instruction_addr (native) or token (managed)",
                       NULL);
+  if (given == 0)
+    return frame_fail(
+        err, i, "",
+        "a frame needs rva or instruction_addr (native), or token and il_offset (managed)", NULL);
+  const json_t *adj = json_object_get(fr, "adjust_instruction_addr");
+  if (adj && !json_is_null(adj)) {
+    if (!json_is_boolean(adj))
+      return frame_fail(err, i, ".adjust_instruction_addr",
+                        "adjust_instruction_addr must be true or false", NULL);
+    out->adjust = json_is_true(adj) ? 1 : 0;
   }
-  if (rva) {
+  const json_t *stk = json_object_get(fr, "stack");
+  if (stk && !json_is_null(stk) && get_number(stk, UINT64_MAX, &out->stack) != NUM_OK)
+    return frame_fail(err, i, ".stack", "stack must be a non-negative integer", NULL);
+  if (rva || ia) {
     out->kind = FR_NATIVE;
-    sfx = ".rva";
-    r = get_number(rva, UINT64_MAX, &v);
+    r = get_number(rva ? rva : ia, UINT64_MAX, &v);
     if (r == NUM_BAD)
-      return frame_fail(err, i, sfx, "rva must be an integer or a 0x hex string", NULL);
-    out->rva = v;
-    if (r == NUM_RANGE) {
-      out->invalid = true;
-      out->why = "rva out of range";
-      out->rva = 0;
-    } else if (v > UINT32_MAX) {
-      out->invalid = true;
-      out->why = "rva does not fit in 32 bits";
+      return rva ? frame_fail(err, i, ".rva", "rva must be an integer or a 0x hex string", NULL)
+                 : frame_fail(err, i, ".instruction_addr",
+                              "instruction_addr must be an integer or a 0x hex string", NULL);
+    if (rva) {
+      out->has_rva = r == NUM_OK;
+      out->rva = r == NUM_OK ? v : 0;
+      if (r == NUM_RANGE) {
+        out->invalid = true;
+        out->why = "rva out of range";
+      } else if (v > UINT32_MAX) {
+        out->invalid = true;
+        out->why = "rva does not fit in 32 bits";
+      }
+    } else {
+      out->has_iaddr = r == NUM_OK;
+      out->iaddr = r == NUM_OK ? v : 0;
+      if (r == NUM_RANGE) {
+        out->invalid = true;
+        out->why = "instruction_addr is negative or wider than 64 bits";
+      }
     }
-    return true;
+  } else {
+    out->kind = FR_MANAGED;
+    r = get_number(tok, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      return frame_fail(err, i, ".token", "token must be an integer or a 0x hex string", NULL);
+    out->rva = r == NUM_OK ? v : 0;
+    if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06) {
+      out->invalid = true;
+      out->why = "token is not a MethodDef token (0x06xxxxxx)";
+    }
+    const json_t *il = json_object_get(fr, "il_offset");
+    if (!il)
+      return frame_fail(err, i, ".il_offset", "a managed frame needs il_offset", NULL);
+    r = get_number(il, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      return frame_fail(err, i, ".il_offset", "il_offset must be an integer or a 0x hex string",
+                        NULL);
+    out->il = r == NUM_OK ? v : 0;
+    if (!out->invalid && (r == NUM_RANGE || v > UINT32_MAX)) {
+      out->invalid = true;
+      out->why = "il_offset out of range";
+    }
   }
-  out->kind = FR_MANAGED;
-  sfx = ".token";
-  r = get_number(tok, UINT64_MAX, &v);
-  if (r == NUM_BAD)
-    return frame_fail(err, i, sfx, "token must be an integer or a 0x hex string", NULL);
-  out->rva = r == NUM_OK ? v : 0;
-  if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06) {
+  if (out->bad_index) {
     out->invalid = true;
-    out->why = "token is not a MethodDef token (0x06xxxxxx)";
+    out->why = "module index is not in modules";
   }
-  const json_t *il = json_object_get(fr, "il_offset");
-  sfx = ".il_offset";
-  if (!il)
-    return frame_fail(err, i, sfx, "a managed frame needs il_offset", NULL);
-  r = get_number(il, UINT64_MAX, &v);
-  if (r == NUM_BAD)
-    return frame_fail(err, i, sfx, "il_offset must be an integer or a 0x hex string", NULL);
-  out->il = r == NUM_OK ? v : 0;
-  if (!out->invalid && (r == NUM_RANGE || v > UINT32_MAX)) {
-    out->invalid = true;
-    out->why = "il_offset out of range";
+  return true;
+}
+
+/* ---- absolute addresses and return addresses (api.md, "Absolute addresses") --- */
+
+typedef enum { ADJ_NONE, ADJ_ALL_BUT_FIRST, ADJ_ALL } adj_mode;
+
+typedef struct {
+  uint64_t stack;
+  size_t index;
+} stack_pos;
+
+static int cmp_stack_pos(const void *pa, const void *pb) {
+  const stack_pos *a = pa, *b = pb;
+  if (a->stack != b->stack)
+    return a->stack < b->stack ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* The RVA of every native frame (instruction_addr - its module's image_addr),
+ * and whether it is looked up as a return address: adjust_instruction_addr
+ * when the frame gives it, else by mode, where the first frame of a stack
+ * (the frames sharing a "stack" number, in request order) is the leaf.
+ * Managed frames are never adjusted.  false: out of memory. */
+static bool place_frames(req_frame *frames, size_t nf, const req_module *mods, adj_mode mode) {
+  bool *first = NULL;
+  if (mode == ADJ_ALL_BUT_FIRST && nf) {
+    stack_pos *pos = malloc(nf * sizeof *pos);
+    first = calloc(nf, sizeof *first);
+    if (!pos || !first) {
+      free(pos);
+      free(first);
+      return false;
+    }
+    for (size_t i = 0; i < nf; i++)
+      pos[i] = (stack_pos){frames[i].stack, i};
+    qsort(pos, nf, sizeof *pos, cmp_stack_pos);
+    for (size_t i = 0; i < nf; i++)
+      if (i == 0 || pos[i].stack != pos[i - 1].stack)
+        first[pos[i].index] = true;
+    free(pos);
   }
+  for (size_t i = 0; i < nf; i++) {
+    req_frame *fr = &frames[i];
+    if (fr->bad_index)
+      continue;
+    const req_module *m = &mods[fr->module]; /* the entry itself: its image_addr */
+    if (m->invalid) {
+      fr->invalid = true;
+      fr->why = m->frame_error;
+      continue;
+    }
+    if (fr->invalid || fr->kind != FR_NATIVE)
+      continue;
+    if (fr->has_iaddr) {
+      if (!m->has_image) {
+        fr->invalid = true;
+        fr->why = "instruction_addr needs its module's image_addr";
+        continue;
+      }
+      if (fr->iaddr < m->image_addr) {
+        fr->invalid = true;
+        fr->why = "instruction_addr is below its module's image_addr";
+        continue;
+      }
+      if (m->image_size && fr->iaddr - m->image_addr >= m->image_size) {
+        fr->invalid = true;
+        fr->why = "instruction_addr is past its module's image_addr + image_size";
+        continue;
+      }
+      if (fr->iaddr - m->image_addr > UINT32_MAX) {
+        fr->invalid = true;
+        fr->why = "instruction_addr is 4 GiB or more past its module's image_addr";
+        continue;
+      }
+      fr->rva = fr->iaddr - m->image_addr;
+      fr->has_rva = true;
+    }
+    bool adjust = fr->adjust >= 0 ? fr->adjust == 1
+                  : mode == ADJ_ALL ? true
+                  : mode == ADJ_ALL_BUT_FIRST ? !first[i]
+                                               : false;
+    if (adjust && fr->rva == 0) {
+      fr->invalid = true;
+      fr->why = "a return address cannot be its module's first byte (rva 0)";
+    } else {
+      fr->adjusted = adjust;
+    }
+  }
+  free(first);
   return true;
 }
 
@@ -396,26 +775,34 @@ static frame_status module_frame_status(mod_status s) {
   return FS_INVALID;
 }
 
+/* m is the module that answers (the first entry naming it); NULL for a frame
+ * whose module index names no entry.  Writes the frame, returns its status. */
 static frame_status answer_frame(jsonw *w, const api *a, const req_frame *fr, req_module *m) {
   frame_status st;
   const char *err = NULL;
   st_answer ans;
   ans.nsyms = 0;
-  if (fr->invalid) {
+  if (fr->invalid || !m) {
     st = FS_INVALID;
-    err = fr->why;
+    err = fr->why ? fr->why : "invalid frame";
   } else if (m->h.status != MOD_FOUND) {
     st = module_frame_status(m->h.status);
     err = m->h.error[0] ? m->h.error : mod_status_name(m->h.status);
   } else {
-    if (fr->kind == FR_NATIVE)
-      st_lookup_rva(m->h.st, (uint32_t)fr->rva, &ans);
-    else
+    if (fr->kind == FR_NATIVE) {
+      st_lookup_rva(m->h.st, (uint32_t)(fr->adjusted ? fr->rva - 1 : fr->rva), &ans);
+      /* the offset of the address given, not of the byte looked up */
+      if (fr->adjusted && ans.status == ST_OK && ans.nsyms > 0 &&
+          ans.syms[ans.nsyms - 1].has_offset && ans.syms[ans.nsyms - 1].function_offset < UINT32_MAX)
+        ans.syms[ans.nsyms - 1].function_offset++;
+    } else {
       st_lookup_token(m->h.st, (uint32_t)fr->rva, (uint32_t)fr->il, &ans);
+    }
     st = ans.status == ST_OK ? FS_OK : FS_UNKNOWN_ADDRESS;
     if (st != FS_OK)
-      err = fr->kind == FR_NATIVE ? "no function covers this address"
-                                  : "no method with this token";
+      err = fr->kind == FR_MANAGED ? "no method with this token"
+            : fr->adjusted         ? "no function covers this address - 1 (a return address)"
+                                   : "no function covers this address";
   }
   if (st == FS_OK && !m->rm_init) {
     render_module_init(&m->rm, m->h.st);
@@ -424,7 +811,7 @@ static frame_status answer_frame(jsonw *w, const api *a, const req_frame *fr, re
   render_frame f = {
       .status = frame_status_name(st),
       .module = fr->module,
-      .has_address = true,
+      .has_address = fr->kind == FR_MANAGED || fr->has_rva,
       .managed = fr->kind == FR_MANAGED,
       .rva_or_token = fr->rva,
       .il_offset = fr->il,
@@ -432,15 +819,52 @@ static frame_status answer_frame(jsonw *w, const api *a, const req_frame *fr, re
       .error = err,
       .retry_after = st == FS_PENDING ? (long long)a->cfg->retry_after : -1,
       .input = NULL,
+      .has_instruction_addr = fr->has_iaddr,
+      .instruction_addr = fr->iaddr,
+      .adjusted = fr->adjusted && !fr->invalid,
   };
-  render_frame_w(w, &m->rm, &f);
+  render_frame_w(w, m ? &m->rm : NULL, &f);
   return st;
 }
 
-static void answer_module(jsonw *w, const api *a, const req_module *m) {
+/* A string field of the request as given (any bytes, up to a NUL), or null. */
+static void given_or_null(jsonw *w, const json_t *v) {
+  if (json_is_string(v))
+    jsonw_str(w, json_string_value(v));
+  else
+    jsonw_null(w);
+}
+
+/* m answers (the first entry naming the module); given is this entry's JSON,
+ * no_age whether this entry's debug id had no age. */
+static void answer_module(jsonw *w, const api *a, const req_module *m, const json_t *given,
+                          bool no_age) {
+  jsonw_obj(w);
+  if (m->invalid) {
+    const json_t *g = json_is_object(given) ? given : NULL;
+    jsonw_key(w, "debug_file");
+    given_or_null(w, json_object_get(g, "debug_file"));
+    jsonw_key(w, "debug_id");
+    given_or_null(w, json_object_get(g, "debug_id"));
+    jsonw_key(w, "status");
+    jsonw_str(w, "invalid");
+    jsonw_key(w, "format");
+    jsonw_null(w);
+    jsonw_key(w, "source");
+    jsonw_null(w);
+    jsonw_key(w, "from_cache");
+    jsonw_bool(w, false);
+    jsonw_key(w, "error");
+    jsonw_str(w, m->why);
+    jsonw_key(w, "field");
+    jsonw_str(w, m->field);
+    jsonw_obj_end(w);
+    return;
+  }
   char id[48];
   module_debug_id(m->id.guid, m->id.age, id);
-  jsonw_obj(w);
+  if (no_age)
+    id[36] = '\0'; /* the GUID alone, as given: a Portable PDB's id has no age */
   jsonw_key(w, "debug_file");
   jsonw_str(w, m->id.debug_file);
   jsonw_key(w, "debug_id");
@@ -482,12 +906,16 @@ static void answer_writer(jsonw *w, const api *a, size_t nframes) {
 }
 
 /* A module listed twice in one request is resolved once: later entries point
- * at the first (module_id is zero-filled before parsing, so memcmp is exact). */
+ * at the first (module_id is zero-filled before parsing, so memcmp is exact).
+ * Invalid entries stand alone. */
 static void dedupe_modules(req_module *mods, size_t n) {
   for (size_t i = 0; i < n; i++) {
     mods[i].same = i;
+    if (mods[i].invalid)
+      continue;
     for (size_t k = 0; k < i; k++) {
-      if (mods[k].same == k && !memcmp(mods[k].id.guid, mods[i].id.guid, 16) &&
+      if (mods[k].same == k && !mods[k].invalid &&
+          !memcmp(mods[k].id.guid, mods[i].id.guid, 16) &&
           !memcmp(&mods[k].id, &mods[i].id, sizeof mods[i].id)) {
         mods[i].same = k;
         if (!mods[i].skip)
@@ -503,7 +931,7 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
   uint64_t now = engine_now_ms();
   dedupe_modules(mods, n);
   for (size_t i = 0; i < n; i++) {
-    if (mods[i].skip || mods[i].same != i)
+    if (mods[i].skip || mods[i].invalid || mods[i].same != i)
       continue;
     engine_resolve(a->eng, &mods[i].id, now ? now : 1, &mods[i].h);
     mods[i].resolved = true;
@@ -575,7 +1003,8 @@ static void symbolicate(api *a, const char *body, size_t len, const jarena *ja,
   size_t nm = 0, nf = 0;
   req_error err = {"", ""};
   char msg[256];
-  json_t *jm, *jf, *jt;
+  json_t *jm, *jf, *jt, *jadj;
+  adj_mode mode = ADJ_NONE;
   if (!json_is_object(root)) {
     api_error(out, 400, "the body must be a JSON object", NULL);
     goto done;
@@ -583,6 +1012,7 @@ static void symbolicate(api *a, const char *body, size_t len, const jarena *ja,
   jm = json_object_get(root, "modules");
   jf = json_object_get(root, "frames");
   jt = json_object_get(root, "timeout");
+  jadj = json_object_get(root, "instruction_addr_adjustment");
   if (!json_is_array(jm)) {
     api_error(out, 400, "modules must be an array", "modules");
     goto done;
@@ -615,23 +1045,38 @@ static void symbolicate(api *a, const char *body, size_t len, const jarena *ja,
     double cap = (double)a->cfg->max_timeout;
     timeout_ms = (uint64_t)((t < cap ? t : cap) * 1000.0);
   }
+  if (jadj && !json_is_null(jadj)) {
+    const char *s = json_is_string(jadj) ? json_string_value(jadj) : "";
+    if (!strcmp(s, "none"))
+      mode = ADJ_NONE;
+    else if (!strcmp(s, "all_but_first"))
+      mode = ADJ_ALL_BUT_FIRST;
+    else if (!strcmp(s, "all"))
+      mode = ADJ_ALL;
+    else {
+      api_error(out, 400,
+                "instruction_addr_adjustment must be \"none\", \"all_but_first\" or \"all\"",
+                "instruction_addr_adjustment");
+      goto done;
+    }
+  }
   mods = calloc(nm ? nm : 1, sizeof *mods);
   frames = calloc(nf ? nf : 1, sizeof *frames);
   if (!mods || !frames) {
     api_error(out, 500, "out of memory", NULL);
     goto done;
   }
-  for (size_t i = 0; i < nm; i++) {
-    if (!parse_module(json_array_get(jm, i), i, &mods[i], &err)) {
-      api_error(out, 400, err.msg, err.field);
-      goto done;
-    }
-  }
+  for (size_t i = 0; i < nm; i++)
+    parse_module(json_array_get(jm, i), i, &mods[i]);
   for (size_t i = 0; i < nf; i++) {
     if (!parse_frame(json_array_get(jf, i), i, nm, &frames[i], &err)) {
       api_error(out, 400, err.msg, err.field);
       goto done;
     }
+  }
+  if (!place_frames(frames, nf, mods, mode)) {
+    api_error(out, 500, "out of memory", NULL);
+    goto done;
   }
   uint64_t deadline = engine_now_ms() + timeout_ms;
   resolve_modules(a, mods, nm, deadline);
@@ -643,15 +1088,15 @@ static void symbolicate(api *a, const char *body, size_t len, const jarena *ja,
   jsonw_arr(&w);
   uint64_t counts[FS__COUNT] = {0};
   for (size_t i = 0; i < nf; i++) {
-    req_module *m = &mods[mods[frames[i].module].same];
+    req_module *m = frames[i].bad_index ? NULL : &mods[mods[frames[i].module].same];
     counts[answer_frame(&w, a, &frames[i], m)]++;
   }
   jsonw_arr_end(&w);
   jsonw_key(&w, "modules");
   jsonw_arr(&w);
   for (size_t i = 0; i < nm; i++) {
-    answer_module(&w, a, &mods[mods[i].same]);
-    if (mods[i].same == i)
+    answer_module(&w, a, &mods[mods[i].same], json_array_get(jm, i), mods[i].no_age);
+    if (mods[i].same == i && !mods[i].invalid)
       mt_module(mods[i].h.status);
   }
   jsonw_arr_end(&w);
@@ -671,8 +1116,6 @@ done:
 
 /* ---- POST /symbolicate/v5 (Mozilla's symbolication API v5) -------------------- */
 
-#define V5_MAX_JOBS 10
-
 typedef struct {
   const json_t *map;    /* memoryMap */
   const json_t *stacks; /* stacks */
@@ -680,6 +1123,9 @@ typedef struct {
   char prefix[32];      /* "jobs[2]." or "" for a bare job */
 } v5_job;
 
+/* A job's shape is checked here (a shape the API does not allow is a 400, as
+ * in Eliot); its modules' names and ids are not: a bad one fails alone, as
+ * a module index that names no module fails only its frames. */
 static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t *nmods,
                          size_t *nframes, req_error *err) {
   char f[96];
@@ -708,29 +1154,41 @@ static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t 
       return fail(err, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
     req_module *m = &mods[(*nmods)++];
     memset(m, 0, sizeof *m);
-    const char *why = NULL;
-    if (!parse_name(name, m->id.debug_file, &why))
-      return fail(err, f, "invalid debug_file: ", reason(why));
-    if (!module_parse_debug_id(json_string_value(id), m->id.guid, &m->id.age, &why))
-      return fail(err, f, "invalid breakpad_id: ", reason(why));
-    m->id.format = ST_FORMAT_WINDOWS;
+    m->id.format = ST_FORMAT_WINDOWS; /* v5 names native Windows modules */
     m->skip = true;
+    const char *why = NULL;
+    char fi[112];
+    snprintf(fi, sizeof fi, "%s[1]", f);
+    if (!parse_name(name, m->id.debug_file, &why)) {
+      snprintf(fi, sizeof fi, "%s[0]", f);
+      module_invalid(m, f, fi, "invalid debug_file: ", reason(why));
+    } else if (!given_string(id)) {
+      module_invalid(m, f, fi, "invalid breakpad_id: contains a NUL byte", NULL);
+    } else if (!module_set_debug_id(&m->id, json_string_value(id), &why)) {
+      module_invalid(m, f, fi, "invalid breakpad_id: ", reason(why));
+    }
   }
   const json_t *stack;
   json_array_foreach(j->stacks, i, stack) {
-    snprintf(f, sizeof f, "%sstacks[%zu]", j->prefix, i);
-    if (!json_is_array(stack))
+    if (!json_is_array(stack)) {
+      snprintf(f, sizeof f, "%sstacks[%zu]", j->prefix, i);
       return fail(err, f, "a stack must be an array of [module_index, module_offset]", NULL);
+    }
     size_t k;
     json_array_foreach(stack, k, e) {
-      snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, i, k);
+      /* the frame's name is formatted only when it fails */
       const json_t *mi = json_array_get(e, 0), *off = json_array_get(e, 1);
+      const char *bad = NULL;
+      uint64_t v;
       if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(mi) ||
           !(json_is_integer(off) || json_is_string(off)))
-        return fail(err, f, "a frame must be [module_index, module_offset]", NULL);
-      uint64_t v;
-      if (get_number(off, UINT64_MAX, &v) == NUM_BAD)
-        return fail(err, f, "module_offset must be an integer or a 0x hex string", NULL);
+        bad = "a frame must be [module_index, module_offset]";
+      else if (get_number(off, UINT64_MAX, &v) == NUM_BAD)
+        bad = "module_offset must be an integer or a 0x hex string";
+      if (bad) {
+        snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, i, k);
+        return fail(err, f, bad, NULL);
+      }
       json_int_t idx = json_integer_value(mi);
       if (idx >= 0 && (size_t)idx < json_array_size(j->map))
         mods[j->mod_first + (size_t)idx].skip = false;
@@ -740,68 +1198,101 @@ static bool v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t 
   return true;
 }
 
-/* One frame of a v5 answer; true when it has a function (an answered frame). */
-static bool v5_frame(jsonw *w, size_t index, const json_t *e, const v5_job *j,
-                     const req_module *mods) {
+/* Writes the module_offset as Eliot echoes it: hex of the number given
+ * ("-0x1" for Eliot's -1, "not an offset"); a hex string is normalised, and
+ * one too wide for 64 bits is echoed as it came.  *usable: *v is the offset. */
+static void v5_offset(jsonw *w, const json_t *off, uint64_t *v, bool *usable) {
+  *usable = false;
+  if (json_is_integer(off) && json_integer_value(off) < 0) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "-0x%llx", 0ull - (unsigned long long)json_integer_value(off));
+    jsonw_str(w, buf);
+    return;
+  }
+  if (get_number(off, UINT64_MAX, v) != NUM_OK) {
+    jsonw_str(w, json_string_value(off));
+    return;
+  }
+  *usable = true;
+  jsonw_hex(w, *v, 0);
+}
+
+/* One frame of a v5 answer; returns its status (for the metrics). */
+static frame_status v5_frame(jsonw *w, size_t index, const json_t *e, const v5_job *j,
+                             const req_module *mods) {
   jsonw_obj(w);
   jsonw_key(w, "frame");
   jsonw_uint(w, index);
   json_int_t idx = json_integer_value(json_array_get(e, 0));
-  uint64_t off = 0;
-  num_result r = get_number(json_array_get(e, 1), UINT64_MAX, &off);
-  const req_module *m = NULL;
+  const req_module *m = NULL, *r = NULL;
+  jsonw_key(w, "module");
   if (idx >= 0 && (size_t)idx < json_array_size(j->map)) {
-    m = &mods[mods[j->mod_first + (size_t)idx].same];
-    jsonw_key(w, "module");
-    jsonw_str(w, m->id.debug_file);
+    m = &mods[j->mod_first + (size_t)idx];
+    r = &mods[m->same];
+    /* the module's name: the PDB's, reduced to its last component, or the
+     * entry as given when that is not a valid name */
+    if (m->invalid)
+      given_or_null(w, json_array_get(json_array_get(j->map, (size_t)idx), 0));
+    else
+      jsonw_str(w, m->id.debug_file);
+  } else {
+    /* Eliot's answer for index -1 (an address in no module), and pdbsym's
+     * for any index that names no entry; the Firefox Profiler's validator
+     * needs every frame to have a module */
+    jsonw_str(w, "<unknown>");
   }
+  uint64_t off = 0;
+  bool usable;
   jsonw_key(w, "module_offset");
-  jsonw_hex(w, r == NUM_OK ? off : 0, 0);
+  v5_offset(w, json_array_get(e, 1), &off, &usable);
+  frame_status st = !m ? (idx == -1 ? FS_UNKNOWN_ADDRESS : FS_INVALID)
+                    : m->invalid ? FS_INVALID
+                                 : module_frame_status(r->h.status);
   st_answer ans;
-  bool found = m && r == NUM_OK && off <= UINT32_MAX && m->h.status == MOD_FOUND;
-  if (found) {
-    st_lookup_rva(m->h.st, (uint32_t)off, &ans);
-    found = ans.status == ST_OK && ans.nsyms >= 1;
-  }
-  if (found) {
-    const st_symbol *outer = &ans.syms[ans.nsyms - 1];
-    jsonw_key(w, "function");
-    jsonw_str(w, outer->function);
-    if (outer->has_offset) {
-      jsonw_key(w, "function_offset");
-      jsonw_hex(w, outer->function_offset, 0);
-    }
-    if (outer->file && outer->has_line) {
-      jsonw_key(w, "file");
-      jsonw_str(w, outer->file);
-    }
-    if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE) {
-      jsonw_key(w, "line");
-      jsonw_uint(w, outer->line);
-    }
-    if (ans.nsyms > 1) {
-      jsonw_key(w, "inlines");
-      jsonw_arr(w);
-      for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
-        const st_symbol *s = &ans.syms[i];
-        jsonw_obj(w);
-        jsonw_key(w, "function");
-        jsonw_str(w, s->function);
-        if (s->file && s->has_line) {
-          jsonw_key(w, "file");
-          jsonw_str(w, s->file);
-        }
-        if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
-          jsonw_key(w, "line");
-          jsonw_uint(w, s->line);
-        }
-        jsonw_obj_end(w);
+  if (m && !m->invalid && usable && off <= UINT32_MAX && r->h.status == MOD_FOUND) {
+    st_lookup_rva(r->h.st, (uint32_t)off, &ans);
+    if (ans.status != ST_OK || ans.nsyms < 1) {
+      st = FS_UNKNOWN_ADDRESS;
+    } else {
+      const st_symbol *outer = &ans.syms[ans.nsyms - 1];
+      jsonw_key(w, "function");
+      jsonw_str(w, outer->function);
+      if (outer->has_offset) {
+        jsonw_key(w, "function_offset");
+        jsonw_hex(w, outer->function_offset, 0);
       }
-      jsonw_arr_end(w);
+      if (outer->file && outer->has_line) {
+        jsonw_key(w, "file");
+        jsonw_str(w, outer->file);
+      }
+      if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE) {
+        jsonw_key(w, "line");
+        jsonw_uint(w, outer->line);
+      }
+      if (ans.nsyms > 1) {
+        jsonw_key(w, "inlines");
+        jsonw_arr(w);
+        for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
+          const st_symbol *s = &ans.syms[i];
+          jsonw_obj(w);
+          jsonw_key(w, "function");
+          jsonw_str(w, s->function);
+          if (s->file && s->has_line) {
+            jsonw_key(w, "file");
+            jsonw_str(w, s->file);
+          }
+          if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
+            jsonw_key(w, "line");
+            jsonw_uint(w, s->line);
+          }
+          jsonw_obj_end(w);
+        }
+        jsonw_arr_end(w);
+      }
     }
   }
   jsonw_obj_end(w);
-  return found;
+  return st;
 }
 
 /* A memoryMap entry's key in found_modules: "debug_file/breakpad_id" as
@@ -826,7 +1317,10 @@ static int v5_key_cmp(const void *pa, const void *pb) {
 
 /* found_modules: one member per distinct key, at its first entry's place,
  * with the value of its last entry (what setting the members of a jansson
- * object entry by entry gave). */
+ * object entry by entry gave): null when no frame named it; false when it
+ * was looked for and not found, or its name or id is invalid (as Eliot
+ * answers a module it cannot find).  Counts each module looked up in the
+ * metrics. */
 static void v5_found_modules(jsonw *w, const v5_job *j, req_module *mods) {
   size_t n = json_array_size(j->map), bytes = 0;
   for (size_t i = 0; i < n; i++) {
@@ -872,7 +1366,7 @@ static void v5_found_modules(jsonw *w, const v5_job *j, req_module *mods) {
   }
   for (size_t i = 0; i < n; i++) {
     const req_module *m = &mods[j->mod_first + i];
-    if (!m->skip && m->same == (size_t)(m - mods))
+    if (!m->skip && !m->invalid && m->same == (size_t)(m - mods))
       mt_module(m->h.status);
     if (keys[i].first != i)
       continue;
@@ -881,7 +1375,7 @@ static void v5_found_modules(jsonw *w, const v5_job *j, req_module *mods) {
     if (v->skip)
       jsonw_null(w);
     else
-      jsonw_bool(w, mods[v->same].h.status == MOD_FOUND);
+      jsonw_bool(w, !v->invalid && mods[v->same].h.status == MOD_FOUND);
   }
   jsonw_obj_end(w);
   free(keys);
@@ -894,7 +1388,7 @@ static void symbolicate_v5(api *a, const char *body, size_t len, const jarena *j
   json_t *root = parse_body(body, len, ja, out);
   if (!root)
     return;
-  v5_job jobs[V5_MAX_JOBS];
+  v5_job *jobs = NULL;
   size_t njobs = 0, nm = 0, nf = 0;
   req_module *mods = NULL;
   req_error err = {"", ""};
@@ -909,8 +1403,9 @@ static void symbolicate_v5(api *a, const char *body, size_t len, const jarena *j
     goto done;
   }
   njobs = jl ? json_array_size(jl) : 1;
-  if (njobs > V5_MAX_JOBS) {
-    snprintf(msg, sizeof msg, "too many jobs: %zu, the limit is %d", njobs, V5_MAX_JOBS);
+  if (njobs > a->cfg->v5_max_jobs) {
+    snprintf(msg, sizeof msg, "too many jobs: %zu, the limit is v5_max_jobs = %llu", njobs,
+             (unsigned long long)a->cfg->v5_max_jobs);
     api_error(out, 400, msg, "jobs");
     goto done;
   }
@@ -927,27 +1422,31 @@ static void symbolicate_v5(api *a, const char *body, size_t len, const jarena *j
     goto done;
   }
   mods = calloc(total_map ? total_map : 1, sizeof *mods);
-  if (!mods) {
+  jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
+  if (!mods || !jobs) {
     api_error(out, 500, "out of memory", NULL);
     goto done;
   }
   for (size_t i = 0; i < njobs; i++) {
     v5_job *j = &jobs[i];
-    memset(j, 0, sizeof *j);
     if (jl)
       snprintf(j->prefix, sizeof j->prefix, "jobs[%zu].", i);
     if (!v5_parse_job(jl ? json_array_get(jl, i) : root, j, mods, &nm, &nf, &err)) {
       api_error(out, 400, err.msg, err.field);
       goto done;
     }
-    if (nf > a->cfg->max_frames) {
-      snprintf(msg, sizeof msg, "too many frames: more than the limit max_frames = %llu",
-               (unsigned long long)a->cfg->max_frames);
-      api_error(out, 400, msg, "stacks");
+    if (nf > a->cfg->v5_max_frames) {
+      char f[48];
+      snprintf(f, sizeof f, "%sstacks", j->prefix);
+      snprintf(msg, sizeof msg,
+               "too many addresses: more than the limit v5_max_frames = %llu (all jobs together)",
+               (unsigned long long)a->cfg->v5_max_frames);
+      api_error(out, 400, msg, f);
       goto done;
     }
   }
-  resolve_modules(a, mods, nm, engine_now_ms() + a->cfg->default_timeout * 1000u);
+  /* v5 clients (the Firefox Profiler) never ask again: wait longer */
+  resolve_modules(a, mods, nm, engine_now_ms() + a->cfg->v5_timeout * 1000u);
   jsonw w;
   answer_writer(&w, a, nf);
   jsonw_obj(&w);
@@ -966,7 +1465,7 @@ static void symbolicate_v5(api *a, const char *body, size_t len, const jarena *j
       size_t k;
       const json_t *e;
       json_array_foreach(stack, k, e)
-        counts[v5_frame(&w, k, e, j, mods) ? FS_OK : FS_MISSING_SYMBOLS]++;
+        counts[v5_frame(&w, k, e, j, mods)]++;
       jsonw_arr_end(&w);
     }
     jsonw_arr_end(&w);
@@ -985,6 +1484,7 @@ static void symbolicate_v5(api *a, const char *body, size_t len, const jarena *j
   out->modules = (long)nm;
 done:
   free(mods);
+  free(jobs);
   /* root is in the request's arena: api_handle drops it with the arena */
 }
 
@@ -1010,12 +1510,6 @@ static void module_info(api *a, const char *path, const char *query_format, api_
     api_error(out, 400, msg, "debug_file");
     return;
   }
-  if (!module_parse_debug_id(slash + 1, m.guid, &m.age, &why)) {
-    char msg[300];
-    snprintf(msg, sizeof msg, "invalid debug_id: %s", reason(why));
-    api_error(out, 400, msg, "debug_id");
-    return;
-  }
   if (query_format) {
     if (!strcmp(query_format, "windows"))
       m.format = ST_FORMAT_WINDOWS;
@@ -1025,6 +1519,12 @@ static void module_info(api *a, const char *path, const char *query_format, api_
       api_error(out, 400, "format must be windows or portable", "format");
       return;
     }
+  }
+  if (!module_set_debug_id(&m, slash + 1, &why)) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "invalid debug_id: %s", reason(why));
+    api_error(out, 400, msg, "debug_id");
+    return;
   }
   /* only what the cache holds: a module it does not hold is never fetched here */
   mod_handle h;
@@ -1143,6 +1643,9 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
     jarena_end(&ja);
     return;
   }
+  case RT_TRACES: /* streamed by http.c, never buffered */
+    api_error(out, 500, "POST /traces is answered by the HTTP layer", NULL);
+    return;
   case RT_OTHER:
   case RT__COUNT:
     break;

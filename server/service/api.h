@@ -6,7 +6,10 @@
  * header names no jansson type) and the calls into the engine.
  *
  *   POST /symbolicate                        frames in, answered frames out
+ *   POST /symbolicate/v5                     Mozilla's symbolication API v5 (CORS)
  *   GET  /modules/{debug_file}/{debug_id}    what the cache knows of a module
+ *   POST /traces                             a .nettrace in, its samples symbolicated
+ *                                            (http.c streams it into engine/trace.h)
  *   GET  /health, GET /ready, GET /metrics
  *
  * Thread safety: api_handle may run on many threads at once.
@@ -29,6 +32,7 @@ typedef enum {
   RT_HEALTH,
   RT_READY,
   RT_METRICS,
+  RT_TRACES,
   RT_OTHER,
   RT__COUNT
 } api_route_id;
@@ -56,6 +60,15 @@ typedef struct {
   atomic_int draining;      /* set on SIGTERM (main thread), read by request threads: /ready answers 503 */
 } api;
 
+/* A header the routes add to a response (CORS); name static, value static or
+ * in the response's hvalues. */
+typedef struct {
+  const char *name;
+  const char *value;
+} api_header;
+
+#define API_MAX_HEADERS 8
+
 typedef struct {
   unsigned status;
   char *body;               /* malloc'd; the caller owns it (http.c hands it to libmicrohttpd as it is) */
@@ -64,14 +77,38 @@ typedef struct {
   const char *allow;        /* 405: the Allow header, static; else NULL */
   unsigned retry_after;     /* > 0: a Retry-After header */
   long frames, modules;     /* for the request log; -1 when not applicable */
+  api_header headers[API_MAX_HEADERS]; /* more headers for the HTTP layer to send */
+  int nheaders;
+  char hvalues[320];        /* storage for header values that are not static */
+  size_t hused;
 } api_response;
 
-typedef enum { API_MATCH_OK = 0, API_NOT_FOUND, API_BAD_METHOD } api_match;
+typedef enum { API_MATCH_OK = 0, API_NOT_FOUND, API_BAD_METHOD, API_PREFLIGHT } api_match;
 
 /* Which route a request goes to, decided from the request line alone so that
  * the HTTP layer can refuse it before reading a body.  *allow is set for
- * API_BAD_METHOD. */
+ * API_BAD_METHOD.  API_PREFLIGHT: an OPTIONS request on a route browsers may
+ * call from other origins (/symbolicate/v5), for api_preflight. */
 api_match api_route(const char *method, const char *path, api_route_id *route, const char **allow);
+
+/* CORS (api.md, "Browsers"): answers an OPTIONS request on a route
+ * api_route matched as API_PREFLIGHT.  origin is the Origin header and
+ * private_network the Access-Control-Request-Private-Network header (both
+ * NULL when absent).  204 with Access-Control-Allow-Methods, -Headers and
+ * -Max-Age for an allowed origin; 403 naming cors_origins for another. */
+void api_preflight(const api *a, api_route_id route, const char *origin,
+                   const char *private_network, api_response *out);
+
+/* CORS on every response of a request: adds Access-Control-Allow-Origin
+ * (and Vary, Access-Control-Expose-Headers) to out when route takes
+ * cross-origin requests and origin (the Origin header, may be NULL) is
+ * allowed by cors_origins.  The HTTP layer calls it for every response of
+ * the route, errors included, so that a page can read why it was refused. */
+void api_cors(const api *a, api_route_id route, const char *origin, api_response *out);
+
+/* Checks the settings only the routes read (cors_origins, the v5 limits);
+ * false with a message in err naming the setting. */
+bool api_check_config(const srv_config *cfg, char *err, size_t cap);
 
 /* Routes whose requests count toward max_inflight (they may wait on the engine). */
 bool api_route_heavy(api_route_id r);

@@ -8,6 +8,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -22,6 +23,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "trace.h"
 
 struct http_server {
   struct MHD_Daemon *d;
@@ -45,9 +47,15 @@ typedef struct {
   char method[16];
   char path[256];
   long frames, modules;
+  /* POST /traces: the body goes straight into a trace job */
+  trace_job *job;
+  bool trace_counted, trace_failed;
+  uint64_t trace_bytes;
+  ps_diag trace_diag;
 } req_ctx;
 
 static _Atomic long heavy_inflight;
+static _Atomic long trace_jobs;
 static _Atomic uint64_t id_counter;
 static uint64_t id_seed;
 
@@ -119,6 +127,11 @@ static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c,
   MHD_add_response_header(resp, "X-Request-Id", r->request_id);
   if (ar->allow)
     MHD_add_response_header(resp, "Allow", ar->allow);
+  /* CORS on every response of a route browsers call (errors too, so that a
+   * page can read why), then the headers the route asked for */
+  api_cors(srv->a, r->route, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"), ar);
+  for (int i = 0; i < ar->nheaders; i++)
+    MHD_add_response_header(resp, ar->headers[i].name, ar->headers[i].value);
   if (ar->retry_after) {
     char v[24];
     snprintf(v, sizeof v, "%u", ar->retry_after);
@@ -148,12 +161,29 @@ static enum MHD_Result send_error(http_server *srv, struct MHD_Connection *c, re
 
 /* ---- the access handler ------------------------------------------------------- */
 
+/* POST /traces has its own body cap: a trace is read as it comes, never held */
+static uint64_t body_cap(http_server *srv, const req_ctx *r) {
+  return r->route == RT_TRACES ? srv->cfg->max_trace_bytes : srv->cfg->max_body_bytes;
+}
+
+static const char *body_cap_name(const req_ctx *r) {
+  return r->route == RT_TRACES ? "max_trace_bytes" : "max_body_bytes";
+}
+
 static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, req_ctx *r,
                                   const char *url, const char *method) {
   const char *allow = NULL;
   api_match m = api_route(method, url, &r->route, &allow);
   if (m == API_NOT_FOUND)
     return send_error(srv, c, r, 404, "no such route", NULL);
+  if (m == API_PREFLIGHT) {
+    api_response ar;
+    api_preflight(srv->a, r->route, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"),
+                  MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                              "Access-Control-Request-Private-Network"),
+                  &ar);
+    return send_response(srv, c, r, &ar);
+  }
   if (m == API_BAD_METHOD) {
     api_response ar;
     memset(&ar, 0, sizeof ar);
@@ -171,11 +201,11 @@ static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, re
   if (cl.count) {
     char *end;
     unsigned long long n = strtoull(cl.first, &end, 10);
-    if (n > srv->cfg->max_body_bytes) {
+    if (n > body_cap(srv, r)) {
       r->too_large = true;
       char msg[128];
-      snprintf(msg, sizeof msg, "request body larger than max_body_bytes = %llu",
-               (unsigned long long)srv->cfg->max_body_bytes);
+      snprintf(msg, sizeof msg, "request body larger than %s = %llu", body_cap_name(r),
+               (unsigned long long)body_cap(srv, r));
       return send_error(srv, c, r, 413, msg, NULL);
     }
   }
@@ -190,8 +220,131 @@ static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, re
       return send_error(srv, c, r, 503, msg, NULL);
     }
   }
+  if (r->route == RT_TRACES) {
+    long now = atomic_fetch_add(&trace_jobs, 1) + 1;
+    r->trace_counted = true;
+    if ((uint64_t)now > srv->cfg->max_trace_jobs) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "too many traces in flight (max_trace_jobs = %llu)",
+               (unsigned long long)srv->cfg->max_trace_jobs);
+      return send_error(srv, c, r, 503, msg, NULL);
+    }
+    const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+    trace_format tf;
+    if (fmt && !trace_format_parse(fmt, &tf))
+      return send_error(srv, c, r, 400, "format must be speedscope, pprof or top", "format");
+  }
   return MHD_YES;
 }
+
+/* ---- POST /traces ------------------------------------------------------------ */
+
+static ps_err to_fd(void *ctx, const void *data, size_t len) {
+  int fd = *(int *)ctx;
+  const char *p = data;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return PS_E_IO;
+    p += n;
+    len -= (size_t)n;
+  }
+  return PS_E_OK;
+}
+
+/* a body chunk: into the job (opened on the first one) */
+static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n) {
+  if (r->trace_failed)
+    return;
+  if (!r->job) {
+    trace_options o;
+    memset(&o, 0, sizeof o);
+    o.stack_budget = (size_t)srv->cfg->trace_stack_budget;
+    o.code_budget = (size_t)srv->cfg->trace_code_budget;
+    o.spill_dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : NULL;
+    o.name = "trace.nettrace";
+    ps_diag_clear(&r->trace_diag);
+    if (trace_job_open(&o, &r->job, &r->trace_diag) != PS_E_OK) {
+      r->trace_failed = true;
+      return;
+    }
+  }
+  if (trace_job_feed(r->job, (const uint8_t *)data, n, &r->trace_diag) != PS_E_OK)
+    r->trace_failed = true;
+}
+
+static enum MHD_Result trace_answer(http_server *srv, struct MHD_Connection *c, req_ctx *r) {
+  char msg[320];
+  if (!r->job && !r->trace_failed) {
+    ps_diag_clear(&r->trace_diag);
+    trace_chunk(srv, r, "", 0); /* an empty body: open the job so that it says why */
+  }
+  if (!r->trace_failed) {
+    /* the modules' downloads wait at most ?timeout= (or default_timeout) seconds */
+    uint64_t timeout = srv->cfg->default_timeout;
+    const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout");
+    if (t) {
+      char *end;
+      unsigned long long v = strtoull(t, &end, 10);
+      if (*t && !*end && v <= srv->cfg->max_timeout)
+        timeout = v;
+    }
+    trace_job_set_deadline(r->job, engine_now_ms() + timeout * 1000);
+    if (trace_job_finish(r->job, srv->a->eng, NULL, NULL, &r->trace_diag) != PS_E_OK)
+      r->trace_failed = true;
+  }
+  if (r->trace_failed) {
+    unsigned status = r->trace_diag.code == PS_E_IO || r->trace_diag.code == PS_E_NOMEM ? 500
+                                                                                        : 400;
+    ps_diag_format(&r->trace_diag, msg, sizeof msg);
+    return send_error(srv, c, r, status, msg, NULL);
+  }
+  const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+  trace_format tf = TRACE_SPEEDSCOPE;
+  if (fmt)
+    trace_format_parse(fmt, &tf);
+  /* the answer goes to an unlinked file, then streams from it */
+  const char *dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : getenv("TMPDIR");
+  char path[1200];
+  snprintf(path, sizeof path, "%s/pdbsym-answer-XXXXXX", dir && *dir ? dir : "/tmp");
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return send_error(srv, c, r, 500, "cannot create the answer file", NULL);
+  unlink(path);
+  ps_err e = trace_job_write(r->job, tf, to_fd, &fd, &r->trace_diag);
+  off_t size = lseek(fd, 0, SEEK_CUR);
+  if (e != PS_E_OK || size < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+    close(fd);
+    ps_diag_format(&r->trace_diag, msg, sizeof msg);
+    return send_error(srv, c, r, 500, msg, NULL);
+  }
+  const trace_stats *st = trace_job_stats(r->job);
+  r->frames = (long)st->samples;
+  r->modules = (long)st->modules_needed;
+  trace_job_close(r->job);
+  r->job = NULL;
+  struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)size, fd);
+  if (!resp) {
+    close(fd);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, "Content-Type",
+                          tf == TRACE_PPROF ? "application/octet-stream"
+                          : tf == TRACE_TOP ? "text/plain; charset=utf-8"
+                                            : "application/json");
+  MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+  if (srv->a->draining)
+    MHD_add_response_header(resp, "Connection", "close");
+  r->status = 200;
+  r->answered = true;
+  enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
@@ -224,7 +377,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       /* a body that keeps coming long after the cap: stop reading it (the
        * 413 can only be sent once the body ends) */
       r->discarded += n;
-      return r->discarded > srv->cfg->max_body_bytes ? MHD_NO : MHD_YES;
+      return r->discarded > body_cap(srv, r) ? MHD_NO : MHD_YES;
+    }
+    if (r->route == RT_TRACES) { /* streamed into the trace job, never buffered */
+      r->trace_bytes += n;
+      if (r->trace_bytes > srv->cfg->max_trace_bytes) {
+        r->too_large = true;
+        return MHD_YES;
+      }
+      trace_chunk(srv, r, upload_data, n);
+      return MHD_YES;
     }
     if (!api_route_has_body(r->route) && r->len + n > 0) {
       /* a GET with a body: ignore it */
@@ -256,9 +418,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   /* the whole request is in */
   if (r->too_large) {
     char msg[128];
-    snprintf(msg, sizeof msg, "request body larger than max_body_bytes = %llu",
-             (unsigned long long)srv->cfg->max_body_bytes);
+    snprintf(msg, sizeof msg, "request body larger than %s = %llu", body_cap_name(r),
+             (unsigned long long)body_cap(srv, r));
     return send_error(srv, c, r, 413, msg, NULL);
+  }
+  if (r->route == RT_TRACES) {
+    enum MHD_Result ret = trace_answer(srv, c, r);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned int)srv->cfg->connection_timeout);
+    return ret;
   }
   const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
   api_response ar;
@@ -283,6 +451,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     atomic_fetch_sub(&heavy_inflight, 1);
     mt_inflight_add(-1);
   }
+  if (r->trace_counted)
+    atomic_fetch_sub(&trace_jobs, 1);
+  trace_job_close(r->job);
   mt_request_done(r->route, status, secs);
   log_line l;
   log_begin(&l, status >= 500 || !r->answered ? LOG_WARN : LOG_INFO, "request");

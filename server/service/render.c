@@ -1,115 +1,39 @@
 /*
  * render.c - answers as the contract's JSON, written with jsonw.h (see
- * render.h).  jansson is used here only to read a module's Source Link JSON.
+ * render.h).  jansson is not used here but for its version.
  */
 #include "render.h"
 
-#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "clrnames.h"
 #include "module.h"
 
 const char *render_jansson_version(void) { return JANSSON_VERSION; }
 
 /* ---- Source Link ----------------------------------------------------------- */
 
-struct render_sl_entry {
-  const char *key; /* the document pattern, without its trailing '*' */
-  size_t len;
-  bool wild;       /* the pattern ended in '*' */
-  const char *url;
-};
+void render_module_init(render_module *rm, const symtab *st) { rm->st = st; }
 
-void render_module_init(render_module *rm, const symtab *st) {
-  rm->st = st;
-  rm->sl = NULL;
-  rm->nsl = 0;
-  if (!st || !st->source_link)
-    return;
-  json_error_t err;
-  json_t *root = json_loads(st_s(st, st->source_link), 0, &err);
-  json_t *docs = json_object_get(root, "documents");
-  if (!json_is_object(docs)) {
-    json_decref(root);
-    return;
-  }
-  /* the entries and their strings in one block: the map is read once per
-   * module and request, its entries once per symbol with a file */
-  size_t n = 0, bytes = 0;
-  const char *key;
-  json_t *val;
-  json_object_foreach(docs, key, val) {
-    if (!json_is_string(val))
-      continue;
-    n++;
-    bytes += strlen(key) + 1 + json_string_length(val) + 1;
-  }
-  render_sl_entry *e = n ? malloc(n * sizeof *e + bytes) : NULL;
-  if (e) {
-    char *p = (char *)(e + n);
-    size_t i = 0;
-    json_object_foreach(docs, key, val) {
-      if (!json_is_string(val))
-        continue;
-      size_t kl = strlen(key);
-      /* a URL with a NUL inside is used up to the NUL, as json_string_value gives it */
-      size_t ul = strlen(json_string_value(val));
-      memcpy(p, key, kl + 1);
-      e[i].key = p;
-      p += kl + 1;
-      memcpy(p, json_string_value(val), ul + 1);
-      e[i].url = p;
-      p += ul + 1;
-      e[i].wild = kl > 0 && key[kl - 1] == '*';
-      e[i].len = e[i].wild ? kl - 1 : kl;
-      i++;
-    }
-    rm->sl = e;
-    rm->nsl = n;
-  }
-  json_decref(root);
-}
+void render_module_free(render_module *rm) { rm->st = NULL; }
 
-void render_module_free(render_module *rm) {
-  free(rm->sl);
-  rm->sl = NULL;
-  rm->nsl = 0;
-}
-
+/* The map is the symtab's (parsed once per module, sourcelink.h): Portable
+ * PDBs' Source Link, Windows PDBs' sourcelink streams and srcsrv alike. */
 bool render_source_link(const render_module *rm, const char *path, char *out, size_t cap) {
-  if (!rm->sl || !path || !cap)
-    return false;
-  const render_sl_entry *best = NULL;
-  size_t plen = strlen(path);
-  for (size_t k = 0; k < rm->nsl; k++) {
-    const render_sl_entry *e = &rm->sl[k];
-    if (plen < e->len)
-      continue;
-    bool match = true;
-    for (size_t i = 0; i < e->len && match; i++)
-      match = tolower((unsigned char)e->key[i]) == tolower((unsigned char)path[i]);
-    if (!match || (!e->wild && path[e->len] != '\0'))
-      continue;
-    /* the longest pattern wins; an exact one over any wildcard */
-    if (!best || e->len > best->len || (!e->wild && best->wild))
-      best = e;
+  return rm && rm->st && path && st_source_link(rm->st, path, out, cap);
+}
+
+static const char *generated_name(uint32_t g) {
+  switch (g) {
+  case CN_LAMBDA: return "lambda";
+  case CN_LOCAL_FUNCTION: return "local_function";
+  case CN_STATE_MACHINE: return "state_machine";
+  default: return NULL;
   }
-  if (!best)
-    return false;
-  size_t o = 0;
-  for (const char *u = best->url; *u && o + 1 < cap; u++) {
-    if (*u == '*' && best->wild) {
-      for (const char *r = path + best->len; *r && o + 1 < cap; r++)
-        out[o++] = *r == '\\' ? '/' : *r;
-    } else {
-      out[o++] = *u;
-    }
-  }
-  out[o] = '\0';
-  return true;
 }
 
 /* ---- frames ------------------------------------------------------------------ */
@@ -131,7 +55,7 @@ static void render_symbols(jsonw *w, const render_module *rm, const st_answer *a
         jsonw_key(w, "file");
         jsonw_str(w, s->file);
         char url[2048];
-        if (rm->sl && render_source_link(rm, s->file, url, sizeof url)) {
+        if (render_source_link(rm, s->file, url, sizeof url)) {
           jsonw_key(w, "source_link");
           jsonw_str(w, url);
         }
@@ -163,6 +87,17 @@ static void render_symbols(jsonw *w, const render_module *rm, const st_answer *a
       jsonw_key(w, "async_method");
       jsonw_str(w, s->async_method);
     }
+    const char *gen = generated_name(s->generated);
+    if (s->user_method && gen) {
+      jsonw_key(w, "user_method");
+      jsonw_str(w, s->user_method);
+      jsonw_key(w, "generated");
+      jsonw_str(w, gen);
+      if (s->local_function) {
+        jsonw_key(w, "local_function");
+        jsonw_str(w, s->local_function);
+      }
+    }
     jsonw_obj_end(w);
   }
   jsonw_arr_end(w);
@@ -184,6 +119,14 @@ void render_frame_w(jsonw *w, const render_module *rm, const render_frame *f) {
   } else if (f->has_address) {
     jsonw_key(w, "rva");
     jsonw_hex(w, f->rva_or_token, 0);
+  }
+  if (f->has_instruction_addr) {
+    jsonw_key(w, "instruction_addr");
+    jsonw_hex(w, f->instruction_addr, 0);
+  }
+  if (f->adjusted) {
+    jsonw_key(w, "adjust_instruction_addr");
+    jsonw_bool(w, true);
   }
   if (f->answer) {
     jsonw_key(w, "symbols");
@@ -237,7 +180,8 @@ static void hex_msg(char out[64], const char *prefix, uint32_t v, int width) {
 void render_answer_w(jsonw *w, const render_module *rm, const st_answer *a, int module,
                      bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
   char msg[64];
-  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL};
+  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL,
+                    false, 0, false};
   if (a->status != ST_OK) {
     if (is_managed) {
       hex_msg(msg, "no method ", rva_or_token, 8);
@@ -309,5 +253,91 @@ char *render_symtab_json(const symtab *st, const char *file) {
   jsonw w;
   jsonw_init(&w, 512, 0);
   render_symtab_w(&w, st, file);
+  return line_of(&w);
+}
+
+/* One CodeView entry's identity fields, as the entry and the top level both
+ * carry them. */
+typedef struct {
+  bool has_name;
+  char name[MODULE_NAME_MAX + 1];
+  char id[48];
+  bool has_bp;
+  char bp[48];
+} pe_ident;
+
+static void pe_ident_of(const pe_codeview *cv, pe_ident *o) {
+  char hex[33];
+  const char *why;
+  o->has_name = module_parse_file_name(cv->path, o->name, sizeof o->name, &why);
+  module_debug_id(cv->guid, cv->age, o->id);
+  if (cv->portable)
+    o->id[36] = '\0'; /* a Portable PDB is named by its GUID alone (its age is ignored) */
+  module_guid_hex(cv->guid, hex);
+  o->has_bp = !cv->portable;
+  snprintf(o->bp, sizeof o->bp, "%s%X", hex, cv->age);
+}
+
+static void pe_ident_w(jsonw *w, const pe_ident *id) {
+  jsonw_key(w, "debug_file");
+  if (id->has_name)
+    jsonw_str(w, id->name);
+  else
+    jsonw_null(w);
+  jsonw_key(w, "debug_id");
+  jsonw_str(w, id->id);
+  jsonw_key(w, "breakpad_id");
+  if (id->has_bp)
+    jsonw_str(w, id->bp);
+  else
+    jsonw_null(w);
+}
+
+char *render_pe_json(const pe_info *pe, const char *file, const char *code_file,
+                     const symtab *embedded) {
+  jsonw w;
+  jsonw_init(&w, 1024, 0);
+  jsonw_obj(&w);
+  jsonw_key(&w, "file");
+  jsonw_str(&w, file);
+  jsonw_key(&w, "format");
+  jsonw_str(&w, "pe");
+  jsonw_key(&w, "machine");
+  jsonw_hex(&w, pe->machine, 0);
+  jsonw_key(&w, "managed");
+  jsonw_bool(&w, pe->is_dotnet);
+  char code_id[24];
+  snprintf(code_id, sizeof code_id, "%08X%x", pe->timestamp, pe->size_of_image);
+  jsonw_key(&w, "code_file");
+  jsonw_str(&w, code_file);
+  jsonw_key(&w, "code_id");
+  jsonw_str(&w, code_id);
+  int n = pe->ncodeview < PE_MAX_CODEVIEW ? pe->ncodeview : PE_MAX_CODEVIEW;
+  if (n > 0) { /* the first entry's identity at the top too */
+    pe_ident id;
+    pe_ident_of(&pe->codeview[0], &id);
+    pe_ident_w(&w, &id);
+  }
+  jsonw_key(&w, "codeview");
+  jsonw_arr(&w);
+  for (int i = 0; i < n; i++) {
+    const pe_codeview *cv = &pe->codeview[i];
+    pe_ident id;
+    pe_ident_of(cv, &id);
+    jsonw_obj(&w);
+    pe_ident_w(&w, &id);
+    jsonw_key(&w, "format");
+    jsonw_str(&w, cv->portable ? "portable" : "windows");
+    jsonw_key(&w, "pdb_path");
+    jsonw_str(&w, cv->path);
+    jsonw_obj_end(&w);
+  }
+  jsonw_arr_end(&w);
+  jsonw_key(&w, "embedded_pdb");
+  if (embedded)
+    render_symtab_w(&w, embedded, file);
+  else
+    jsonw_bool(&w, false);
+  jsonw_obj_end(&w);
   return line_of(&w);
 }

@@ -26,16 +26,13 @@
 #include <stdint.h>
 
 #include "jsonw.h"
+#include "pe.h"
 #include "symtab.h"
 
-/* One entry of a Source Link "documents" map (internal to render.c). */
-typedef struct render_sl_entry render_sl_entry;
-
-/* Per-module rendering state: the module's Source Link map, parsed once. */
+/* Per-module rendering state (the module's Source Link map is its symtab's,
+ * sourcelink.h, parsed once when the module is loaded). */
 typedef struct {
   const symtab *st;
-  render_sl_entry *sl; /* internal: the "documents" entries in the file's order, or NULL */
-  size_t nsl;
 } render_module;
 
 void render_module_init(render_module *rm, const symtab *st);
@@ -46,8 +43,8 @@ void render_module_free(render_module *rm);
 bool render_source_link(const render_module *rm, const char *path, char *out, size_t cap);
 
 /* One frame of an answer, field by field, in the order they are written:
- *   {"status", ["module"], ["rva" | "token", "il_offset"], ["symbols"],
- *    ["error"], ["retry_after"], ["address"]} */
+ *   {"status", ["module"], ["rva" | "token", "il_offset"], ["instruction_addr"],
+ *    ["adjust_instruction_addr"], ["symbols"], ["error"], ["retry_after"], ["address"]} */
 typedef struct {
   const char *status;        /* "ok", "unknown_address", "invalid", "pending", ... */
   long long module;          /* the request's module index; < 0: no "module" field */
@@ -59,6 +56,9 @@ typedef struct {
   const char *error;         /* not NULL: "error" */
   long long retry_after;     /* >= 0: "retry_after" (pending frames) */
   const char *input;         /* not NULL: "address", the text as given (the CLI's invalid lines) */
+  bool has_instruction_addr; /* "instruction_addr" (0x%x): the absolute address given */
+  uint64_t instruction_addr;
+  bool adjusted;             /* "adjust_instruction_addr": true: looked up at the address - 1 */
 } render_frame;
 
 /* Writes the frame object as the next value of w. */
@@ -78,6 +78,16 @@ char *render_answer_json(const render_module *rm, const st_answer *a, int module
  * counts. */
 void render_symtab_w(jsonw *w, const symtab *st, const char *file);
 char *render_symtab_json(const symtab *st, const char *file);
+
+/* What `pdbsym dump` prints of a PE image: its identity as requests name
+ * it: code_file (code_file, the image's file name) and code_id
+ * ({TimeDateStamp:X8}{SizeOfImage:x}, symstore's key), and for each
+ * CodeView entry the PDB's debug_file, debug_id (GUID-age), breakpad_id and
+ * format; the first entry's also at the top.  embedded, when not NULL, is
+ * the table of the image's embedded Portable PDB, printed as
+ * render_symtab_json prints it under "embedded_pdb". */
+char *render_pe_json(const pe_info *pe, const char *file, const char *code_file,
+                     const symtab *embedded);
 
 /* The jansson version the service parses JSON with, e.g. "2.14" (static). */
 const char *render_jansson_version(void);

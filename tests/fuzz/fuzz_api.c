@@ -48,7 +48,9 @@ static void setup(void) {
   if (cfg_load(&cfg, 1, argv, err, sizeof err) != 0)
     abort();
   cfg.default_timeout = 0;
+  cfg.v5_timeout = 0;
   cfg.max_frames = 2000;
+  cfg.v5_max_frames = 2000;
   cfg.max_modules = 64;
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/pdbsym-fuzz-api-XXXXXX", tmp && *tmp ? tmp : "/tmp");

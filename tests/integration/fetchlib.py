@@ -18,6 +18,8 @@ BIN = os.environ.get("PDBSYM_BIN") or os.path.join(SRC, "build", "pdbsym")
 sys.dont_write_bytecode = True  # tests/__pycache__ would land in the source tree
 sys.path.insert(0, os.path.join(SRC, "tests"))
 import cabmake  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 
 GUID = "3773e353-0b2e-4938-82ec-a7324b16c2d9"
 AGE = 0x1a
@@ -106,6 +108,7 @@ class Checker:
             self.passed += 1
         else:
             self.failed += 1
+            harness.failed()
             print("FAIL: %s" % what, flush=True)
         return cond
 
@@ -116,4 +119,4 @@ class Checker:
     def finish(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
         print("%s: %d checks passed, %d failed" % (self.name, self.passed, self.failed))
-        return 1 if self.failed else 0
+        return harness.status(1 if self.failed else 0)

@@ -1,8 +1,9 @@
 """native_oracle.py - the native fixtures' expected answers for Python tests,
-and the rules that judge an answer against them (the same rules as
+and the rule that judges an answer against them (the same rule as
 fx_answer_ok() in tests/unit/fixtures.h; tests/fixtures/native/README.md says
-why: llvm-symbolizer 14 gets some inline frames' lines wrong, and two cases
-are conventions where either answer is right)."""
+why): every frame equal to llvm-symbolizer 19's, except where several line
+entries share an address (crosscheck note "dup-line"), where the llvm-pdbutil
+decoding is the right answer."""
 import json
 import os
 
@@ -53,13 +54,8 @@ def sym_view(symbols):
 
 def answer_ok(got, want, alt):
     """got: sym_view of our symbols; want: llvm-symbolizer's frames; alt: the
-    crosscheck (frames, note) or None.  With no crosscheck row the answer
-    equals llvm-symbolizer's; with one, the inline frames equal the
-    crosscheck's when its note says inline-line, and the outermost frame may
-    equal either answer."""
-    want = oracle_view(want)
-    if alt is None:
-        return got == want
-    alt_ans, note = oracle_view(alt[0]), alt[1]
-    inner = alt_ans[:-1] if "inline-line" in note.split(",") else want[:-1]
-    return got[:-1] == inner and got[-1:] in (want[-1:], alt_ans[-1:])
+    crosscheck (frames, note) or None.  The answer equals llvm-symbolizer's,
+    or the crosscheck's where its note is dup-line."""
+    if alt is not None and alt[1] == "dup-line":
+        return got == oracle_view(alt[0])
+    return got == oracle_view(want)

@@ -15,13 +15,30 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
 BIN = os.environ.get("PDBSYM_BIN")
 
 
 def need_binary():
     if not BIN or not os.path.exists(BIN):
-        print("skipped: PDBSYM_BIN not set")
-        sys.exit(77)
+        harness.skip("PDBSYM_BIN not set (run through ctest)")
+
+
+def warmed_cache(*folders):
+    """A new cache folder filled by `pdbsym warm FOLDER...` (offline), for a
+    Server(env={"PDBSYM_CACHE_DIR": it}): the native fixtures' PDBs are
+    answered from it with no symbol server.  The caller removes it."""
+    need_binary()
+    cache = tempfile.mkdtemp(prefix="pdbsym-warm-")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PDBSYM_") or k in ("PDBSYM_BIN",)}
+    e.update({"PDBSYM_CACHE_DIR": cache, "PDBSYM_OFFLINE": "true"})
+    r = subprocess.run([BIN, "warm", "--quiet"] + list(folders), env=e, capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError("pdbsym warm failed: %s" % r.stderr)
+    return cache
 
 
 class Server:
@@ -209,6 +226,7 @@ class Checks:
             self.passed += 1
         else:
             self.failed += 1
+            harness.failed()
             print("FAIL %s: got %r, want %r" % (what, got, want))
 
     def true(self, what, cond, detail=""):
@@ -216,8 +234,123 @@ class Checks:
             self.passed += 1
         else:
             self.failed += 1
+            harness.failed()
             print("FAIL %s %s" % (what, detail))
 
     def done(self):
         print("%d passed, %d failed" % (self.passed, self.failed))
-        sys.exit(1 if self.failed else 0)
+        sys.exit(harness.status(1 if self.failed else 0))
+
+
+# ---- helpers for the attack tests (test_attack_*.py)
+
+def threads_of(pid):
+    """The process's thread count, from /proc/PID/status."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for ln in f:
+                if ln.startswith("Threads:"):
+                    return int(ln.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def folder_bytes(path):
+    """Bytes of every regular file under path (what the cache folder holds on disk)."""
+    total = 0
+    for d, _, files in os.walk(path):
+        for n in files:
+            try:
+                st = os.lstat(os.path.join(d, n))
+            except OSError:
+                continue  # removed meanwhile
+            if not os.path.islink(os.path.join(d, n)):
+                total += st.st_size
+    return total
+
+
+class Sampler:
+    """Samples fn() every `every` seconds on a thread; .values, .max()."""
+
+    def __init__(self, fn, every=0.05):
+        self.fn, self.every, self.values = fn, every, []
+        self.stop_flag = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop_flag:
+            self.values.append(self.fn())
+            time.sleep(self.every)
+
+    def stop(self):
+        self.stop_flag = True
+        self.t.join()
+        return self
+
+    def max(self):
+        return max(self.values) if self.values else 0
+
+
+class HealthProbe(Sampler):
+    """GET /health every `every` seconds; .values are the latencies (s), a
+    failed or non-200 answer counts as 99."""
+
+    def __init__(self, srv, every=0.1):
+        def once():
+            t0 = time.monotonic()
+            try:
+                st, _, _ = srv.request("GET", "/health", timeout=5)
+                return time.monotonic() - t0 if st == 200 else 99.0
+            except OSError:
+                return 99.0
+        super().__init__(once, every)
+
+
+class SymServer:
+    """tests/symserver.py on a folder, in its own process (started here)."""
+
+    def __init__(self, root):
+        src = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+        self.root = root
+        self.proc = subprocess.Popen([sys.executable, os.path.join(src, "tests", "symserver.py"), root,
+                                      "--exit-with-parent"], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def _post(self, path, obj):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("POST", path, body=json.dumps(obj).encode())
+        r = c.getresponse()
+        out = json.loads(r.read())
+        c.close()
+        return out
+
+    def control(self, rules):
+        return self._post("/_control", rules)
+
+    def reset(self):
+        return self._post("/_reset", {})
+
+    def stats(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("GET", "/_stats")
+        r = c.getresponse()
+        out = json.loads(r.read())
+        c.close()
+        return out
+
+    def hits(self):
+        return self.stats()["hits"]
+
+    def put(self, rel, data):
+        p = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

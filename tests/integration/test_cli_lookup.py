@@ -8,9 +8,15 @@ tests/unit/test_cli_lookup.c; this test covers the rest:
   columns, and with the image (`--image`, or the PE itself for an embedded PDB)
   the full method name; hidden sequence points per the contract's rule;
   addresses on the command line and on standard input, in input order;
+  `source_link` by the fixture's Source Link map (which those readers find in
+  every PDB), and `async_method`, `user_method`, `generated` and
+  `local_function` against ClrDump (Demo.dll.clr.jsonl: reflection's state
+  machines, Roslyn's lambda maps), with the image and from a Windows PDB alone;
 - bad addresses: an `invalid` frame each, exit 0;
 - unreadable or unparseable files: one line on stderr, exit 2, nothing on stdout;
-- `dump`: the identity llvm-pdbutil recorded in the native MANIFEST.
+- `dump`: the identity llvm-pdbutil recorded in the native MANIFEST; on a PE
+  image, the code id and each CodeView entry's debug id and PDB name as
+  llvm-readobj-19 reads them.
 """
 import json
 import os
@@ -18,12 +24,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
+import harness  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(clilib.MANAGED, "MANIFEST.tsv")):
-    print("skipped: tests/fixtures/managed absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/managed absent")
 
 c = Checks()
 sb = Sandbox("pdbsym-cli-lookup-")
@@ -62,8 +68,36 @@ def expected_answers(sps):
     return want
 
 
-def check_managed(what, args, sps, names):
+def source_link_url(path):
+    """The fixture's one Source Link rule (src/sourcelink.json), applied."""
+    docs = json.load(open(os.path.join(clilib.MANAGED, "src", "sourcelink.json")))["documents"]
+    (key, url), = docs.items()
+    if key.endswith("*") and path.lower().startswith(key[:-1].lower()):
+        return url.replace("*", path[len(key) - 1:].replace("\\", "/"))
+    return None
+
+
+def generated_answers(build, names):
+    """token -> the fields ClrDump's oracle says a frame of that method has."""
+    want = {}
+    clr = [json.loads(x) for x in open(os.path.join(clilib.MANAGED, build, "Demo.dll.clr.jsonl"))]
+    for o in clr:
+        if o["kind"] == "generated":
+            user = o["user_method"] if names else o["user_method"].replace("+", ".")
+            want.setdefault(o["token"], {}).update(user_method=user, generated=o["generated"],
+                                                   local_function=o["local_function"])
+    for o in clr:
+        if o["kind"] == "state_machine":
+            k = o["kickoff_method"]
+            want.setdefault(o["move_next"], {})["async_method"] = k if names else k.rsplit(".", 1)[-1]
+    return want
+
+
+def check_managed(what, args, sps, names, build=None):
     want = expected_answers(sps)
+    extras = generated_answers(build, names) if build else {}
+    fields = ("async_method", "user_method", "generated", "local_function")
+    nextra = 0
     addrs = sorted(want)
     text = ["%s+%d" % (t, il) for t, il in addrs]
     # half on the command line (hex IL offsets there), all on stdin
@@ -89,11 +123,18 @@ def check_managed(what, args, sps, names):
             ok = ok and s.get("function") == full_name(w["name"])
         else:
             ok = ok and bool(s.get("function"))
+        ok = ok and s.get("source_link") == source_link_url(w["file"])
+        if build:
+            e = extras.get(tok, {})
+            ok = ok and all(s.get(f) == e.get(f) for f in fields)
+            nextra += bool(e)
         if not ok:
             bad += 1
             if bad <= 3:
                 print("  %s %s+%d: got %s\n    want %s" % (what, tok, il, json.dumps(g), json.dumps(w)))
     c.eq("%s: answers not matching the oracle (of %d)" % (what, len(addrs)), bad, 0)
+    if build:
+        c.true("%s: generated-code frames among them" % what, nextra > 50, nextra)
     return len(addrs)
 
 
@@ -103,16 +144,16 @@ try:
         d = os.path.join(clilib.MANAGED, build)
         sps = [x for x in map(json.loads, open(os.path.join(d, "Demo.pdb.srm.jsonl"))) if x["kind"] == "sp"]
         n += check_managed(build + " --image", ["--image", os.path.join(d, "Demo.dll"), os.path.join(d, "Demo.pdb")],
-                           sps, True)
+                           sps, True, build)
     d = os.path.join(clilib.MANAGED, "embedded-debug")
     sps = [x for x in map(json.loads, open(os.path.join(d, "Demo.dll.srm.jsonl"))) if x["kind"] == "sp"]
-    n += check_managed("embedded-debug (the PE)", [os.path.join(d, "Demo.dll")], sps, True)
+    n += check_managed("embedded-debug (the PE)", [os.path.join(d, "Demo.dll")], sps, True, "embedded-debug")
     for build in ("windows-debug", "windows-release"):
         d = os.path.join(clilib.MANAGED, build)
         sps = [x for x in map(json.loads, open(os.path.join(d, "Demo.pdb.winpdb.jsonl"))) if x["kind"] == "sp"]
         n += check_managed(build + " --image", ["--image", os.path.join(d, "Demo.dll"), os.path.join(d, "Demo.pdb")],
-                           sps, True)
-        n += check_managed(build + " alone", [os.path.join(d, "Demo.pdb")], sps, False)
+                           sps, True, build)
+        n += check_managed(build + " alone", [os.path.join(d, "Demo.pdb")], sps, False, build)
     print("  %d managed addresses checked" % n)
 
     # ---- bad addresses: invalid frames, exit 0, order kept
@@ -177,9 +218,54 @@ try:
         os.unlink(p)
     c.eq("dump: native fixtures whose identity differs from llvm-pdbutil's", bad, 0)
     rc, out, err = sb.run(["dump", os.path.join(clilib.MANAGED, "embedded-debug", "Demo.dll")])
-    c.eq("dump of an embedded Portable PDB", (rc, json.loads(out).get("format") if rc == 0 else None,
-                                              json.loads(out).get("debug_id", "")[:36] if rc == 0 else None),
-         (0, "portable", "5b4025c5-305d-4b17-931e-f9aeb09a8943"))
+    srm_pdb = [x for x in map(json.loads, open(os.path.join(clilib.MANAGED, "embedded-debug", "Demo.dll.srm.jsonl")))
+               if x["kind"] == "pdb"]
+    emb = (json.loads(out).get("embedded_pdb") or {}) if rc == 0 else {}
+    c.eq("dump of an embedded Portable PDB", (rc, emb.get("format"), emb.get("debug_id", "")[:36]),
+         (0, "portable", srm_pdb[0]["id_guid"] if srm_pdb else "?"))
+
+    # ---- dump of a PE: the ids a request names it by, against llvm-readobj-19
+    readobj = "/usr/lib/llvm-19/bin/llvm-readobj"
+    if not os.path.exists(readobj):
+        c.true("llvm-readobj-19 present (scripts/deps.sh --test installs llvm-19)", False)
+    else:
+        import re
+        import subprocess
+        pes = [os.path.join(clilib.NATIVE, r["exe"]) for r in clilib.manifest()]
+        pes += [os.path.join(clilib.MANAGED, d, "Demo.dll") for d in sorted(os.listdir(clilib.MANAGED))
+                if os.path.exists(os.path.join(clilib.MANAGED, d, "Demo.dll"))]
+        bad = 0
+        for pe in pes:
+            txt = subprocess.run([readobj, "--file-headers", "--coff-debug-directory", pe],
+                                 capture_output=True, text=True).stdout
+            stamp = int(re.search(r"^  TimeDateStamp: .*\(0x([0-9A-Fa-f]+)\)", txt, re.M).group(1), 16)
+            size = int(re.search(r"^  SizeOfImage: (\d+)", txt, re.M).group(1))
+            guid = re.search(r"PDBGUID: \{([0-9A-F-]+)\}", txt).group(1).lower()
+            age = int(re.search(r"PDBAge: (\d+)", txt).group(1))
+            pdb_path = re.search(r"PDBFileName: (.*)", txt).group(1).strip()
+            # a Portable PDB's CodeView entry has MinorVersion "PM" (0x504D)
+            cv_entry = txt[txt.index("Type: CodeView") - 60:txt.index("Type: CodeView")]
+            portable = "MinorVersion: 0x504D" in cv_entry
+            rc, out, err = sb.run(["dump", pe])
+            j = json.loads(out) if rc == 0 else {}
+            cv = (j.get("codeview") or [{}])[0]
+            want_id = guid if portable else "%s-%x" % (guid, age)
+            got = (rc, j.get("format"), j.get("code_file"), j.get("code_id", "").upper(), j.get("debug_file"),
+                   j.get("debug_id"), cv.get("pdb_path"), cv.get("format"))
+            want = (0, "pe", os.path.basename(pe), ("%08X%X" % (stamp, size)),
+                    pdb_path.replace("\\", "/").rsplit("/", 1)[-1], want_id, pdb_path,
+                    "portable" if portable else "windows")
+            if got != want:
+                bad += 1
+                print("  dump %s: got %r, want %r" % (pe, got, want))
+            elif not portable and j.get("breakpad_id") != guid.replace("-", "").upper() + "%X" % age:
+                bad += 1
+                print("  dump %s: breakpad_id %r" % (pe, j.get("breakpad_id")))
+        c.eq("dump: PE images (%d) whose ids differ from llvm-readobj-19's" % len(pes), bad, 0)
+        # symstore's spelling of the code id: {TimeDateStamp:X8}{SizeOfImage:x}
+        rc, out, err = sb.run(["dump", os.path.join(clilib.MANAGED, "windows-debug", "Demo.dll")])
+        c.true("dump: code_id in symstore's casing", rc == 0 and re.fullmatch(r"[0-9A-F]{8}[0-9a-f]+", json.loads(out)["code_id"]),
+               out)
 finally:
     sb.close()
 c.done()

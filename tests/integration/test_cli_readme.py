@@ -19,14 +19,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
+import harness  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 
 clilib.need_binary()
 readme = open(os.path.join(clilib.ROOT, "README.md")).read()
 m = re.search(r"^## First session\n(.*?)^## ", readme, re.S | re.M)
 if not m or not shutil.which("curl"):
-    print("skipped: no First session in README.md, or no curl")
-    sys.exit(77)
+    harness.skip("no First session in README.md, or no curl")
 text = m.group(1)
 
 # the indented code blocks, in order (a block: lines indented 7+ spaces)

@@ -11,13 +11,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
+import harness  # noqa: E402
 from clilib import Checks, Sandbox, SymServer  # noqa: E402
 from pdbsym_server import Server  # noqa: E402
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(clilib.NATIVE, "MANIFEST.tsv")):
-    print("skipped: tests/fixtures/native absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/native absent")
 
 c = Checks()
 sb = Sandbox("pdbsym-cli-symbolicate-")
@@ -91,7 +91,7 @@ try:
 
     # bad requests: exit 2, serve's 400 body on stdout, one line on stderr
     bad = ["{", "[]", '{"modules": 3, "frames": []}',
-           json.dumps({"modules": [{"debug_file": "a.pdb", "debug_id": "xyz"}], "frames": []}),
+           json.dumps({"modules": [{"debug_file": "a.pdb", "debug_id": "xyz"}], "frames": [{"module": 0, "rva": True}]}),
            json.dumps({"modules": modules, "frames": [{"module": 0}]}),
            json.dumps({"modules": [], "frames": [], "timeout": -1})]
     for b in bad:

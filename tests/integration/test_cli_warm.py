@@ -28,12 +28,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
+import harness  # noqa: E402
 from clilib import Checks, Sandbox, SymServer, summary  # noqa: E402
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(clilib.NATIVE, "MANIFEST.tsv")):
-    print("skipped: tests/fixtures/native absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/native absent")
 
 c = Checks()
 sb = Sandbox("pdbsym-cli-warm-")
@@ -225,7 +225,7 @@ try:
         finally:
             sb5.close()
     else:
-        print("note: ../shared/corpus absent: the several-CodeView-entries case is not run")
+        harness.skip_part("the several-CodeView-entries case (a ReadyToRun image): ../shared/corpus absent")
 
     # ---- the progress bar under a pseudo-terminal
     script = shutil.which("script")
@@ -247,7 +247,7 @@ try:
         finally:
             sb6.close()
     else:
-        print("note: script (util-linux) absent: the progress bar is not checked")
+        harness.skip_part("the progress bar under a pseudo-terminal: script (util-linux) not installed")
 
     # ---- Ctrl-C in the middle, then resume
     sb7 = Sandbox("pdbsym-cli-warm-int-")

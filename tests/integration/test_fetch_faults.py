@@ -48,7 +48,17 @@ def main():
     # 404 on every variant: each probed once, never retried
     rc, se, dt, h = run("404 everywhere", {}, args=["nothere.pdb", DEBUG_ID, "--format", "windows"])
     c.check(rc == 1 and "not found" in se, "404: not found")
-    c.check(len(h) == 7 and all(v == 1 for v in h.values()), "404: 7 variants, once each (%s)" % h)
+    # every layout real stores use, each path once: the key as Microsoft's server and
+    # symstore write it (age 1A upper; symstore.exe's age in lower case, 1a), .pd_,
+    # file.ptr, SSQP's all-lower path, and the two-tier index2 forms of both casings
+    want = set()
+    for k in (KEY, KEY[:-2] + KEY[-2:].lower()):
+        for pre in ("", "no/"):
+            for f in ("nothere.pdb", "nothere.pd_", "file.ptr"):
+                want.add("/%snothere.pdb/%s/%s" % (pre, k, f))
+    want.add("/nothere.pdb/%s/nothere.pdb" % KEY.lower())
+    c.check(set(h) == want and all(v == 1 for v in h.values()),
+            "404: %d paths, once each (%s)" % (len(want), h))
 
     # 500 twice, then the file: retried with backoff, one source request per try
     rc, se, dt, h = run("500 then success", {plain: {"status": 500, "times": 2}})
@@ -67,6 +77,18 @@ def main():
     rc, se, dt, h = run("503 then next source", {plain: {"status": 503}}, ["--retries", "1"],
                         sp="srv*%s;%s" % (srv.url, other))
     c.check(rc == 0 and ok(), "failing source skipped, the next one serves")
+
+    # two HTTP sources at once: the first fails and waits to retry, the second
+    # (a little slower) has the file; the first's retry is cancelled, its
+    # .part removed (no_temp_files in run())
+    other_srv = Server(other)
+    srv.reset()
+    other_srv.control({plain: {"delay": 0.3}})
+    rc, se, dt, h = run("503 while another serves", {plain: {"status": 503}},
+                        ["--retries", "3", "--retry-base-ms", "2000"],
+                        sp="srv*%s;srv*%s" % (srv.url, other_srv.url))
+    c.check(rc == 0 and ok() and dt < 1.5, "the second source serves at once (%.2fs)" % dt)
+    other_srv.stop()
 
     # 403 is an error but not retried
     rc, se, dt, h = run("403", {plain: {"status": 403}})
@@ -87,7 +109,7 @@ def main():
     rc, se, dt, h = run("drip under limit", {plain: {"drip": 2000, "chunk": 200}},
                         ["--low-speed-time", "1", "--low-speed-limit", "20000", "--retries", "1"])
     c.check(rc == 1 and "timed out" in se.lower(), "slow drip: timed out (%s)" % se.strip())
-    c.check(h == {plain: 2}, "slow drip: retried once (%s)" % h)
+    c.check(h == {plain: 1}, "slow drip: not retried, a slow source stays slow (%s)" % h)
     c.check(dt < 10, "slow drip: gave up in %.1fs" % dt)
     # a drip over the limit completes
     rc, se, dt, h = run("drip over limit", {plain: {"drip": 400000, "chunk": 8192}},
@@ -98,6 +120,19 @@ def main():
     rc, se, dt, h = run("stalled", {plain: {"delay": 4}},
                         ["--low-speed-time", "1", "--retries", "-1"])
     c.check(rc == 1 and dt < 3.5 and h == {plain: 1}, "stalled server: timed out in %.1fs" % dt)
+
+    # the same, caught by the first-byte deadline (download_first_byte_timeout,
+    # read from the environment as serve reads it), retried once
+    srv.reset()
+    srv.control({plain: {"delay": 4}})
+    rc, so, se, dt = fetch(["foo.pdb", DEBUG_ID, "--format", "windows", "--retries", "1",
+                            "--retry-base-ms", "100"], srv.url, out,
+                           env_extra={"PDBSYM_DOWNLOAD_FIRST_BYTE_TIMEOUT": "1"})
+    h = srv.hits()
+    print("%-26s rc=%d %5.2fs hits=%s %s" % ("first-byte deadline", rc, dt, sum(h.values()),
+                                            se.strip()[:150]), flush=True)
+    c.check(rc == 1 and "no answer within 1000 ms" in se and h == {plain: 2} and dt < 3.9,
+            "first-byte deadline: timed out twice in %.1fs (%s)" % (dt, h))
 
     # a redirect loop: stopped at the redirect limit, not retried
     rc, se, dt, h = run("redirect loop", {plain: {"redirect_loop": True}}, ["--max-redirects", "3"])

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from fetchlib import (AGE, DEBUG_ID, KEY, PKEY, Checker, Server, cabmake, fake_pdb,  # noqa: E402
                       fetch, put)
 
@@ -54,7 +55,8 @@ def main():
     c.check(rc == 0 and got() == body, ".pd_ extracted byte-identical")
     h = srv.hits()
     c.check(h.get("/bar.pdb/%s/bar.pdb" % KEY) == 1 and h.get("/bar.pdb/%s/bar.pd_" % KEY) == 1
-            and len(h) == 2, ".pd_: plain then compressed, nothing more (%s)" % h)
+            and h.get("/bar.pdb/%s/file.ptr" % KEY) == 1 and len(h) == 3,
+            ".pd_: plain, then compressed and file.ptr together, nothing more (%s)" % h)
     # a stored (uncompressed) cabinet too
     put(root, "bar2.pdb/%s/bar2.pd_" % KEY,
         cabmake.make_cab([("bar2.pdb", body)], compress="none"))
@@ -187,7 +189,8 @@ def main():
     pds = [("tecken/qipcap64.pd_", "qipcap64.pdb", "293A285ED25871934C4C44205044422E1"),
            ("dump_syms/basic32.pd_", "basic32.pdb", "34060D222DBB44E5AA72243CE8326C2F2")]
     if not os.path.isdir(corpus) or not shutil.which("cabextract"):
-        print("corpus .pd_: skipped: ../shared/corpus absent or no cabextract")
+        harness.skip_part("corpus .pd_ files against cabextract: %s" % (
+            "../shared/corpus absent" if not os.path.isdir(corpus) else "cabextract not installed"))
     else:
         for rel, name, key in pds:
             src = os.path.join(corpus, rel)

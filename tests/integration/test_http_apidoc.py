@@ -1,16 +1,24 @@
 """Executes api.md: every pair of ```http blocks (a request, then the
 response) is sent to a real `pdbsym serve` started with the settings in the
-```ini apidoc-config block, and the answer is compared with the document:
-status, the headers shown, and the JSON body as a pattern (every field shown
-must match, "..." is any value, a string ending in "..." is a prefix).  For a
-text body (/metrics) every series shown must be exposed."""
+```ini apidoc-config block, its cache warmed with the native fixtures
+(tests/fixtures/native, so that examples answer real frames), and the answer
+is compared with the document: status, the headers shown, and the JSON body
+as a pattern (every field shown must match, "..." is any value, a string
+ending in "..." is a prefix).  For a text body (/metrics) every series shown
+must be exposed.  The symbol path is a local folder in symstore layout
+holding the managed fixtures' debug builds
+(tests/fixtures/managed/{windows,portable}-debug: Demo.pdb and Demo.dll),
+then an upstream that knows no module."""
 import json
 import os
 import re
+import shutil
+import struct
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pdbsym_server import Checks, Server, SlowUpstream  # noqa: E402
+from pdbsym_server import Checks, Server, SlowUpstream, warmed_cache  # noqa: E402
 
 root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 doc = open(os.path.join(root, "api.md"), encoding="utf-8").read()
@@ -64,8 +72,34 @@ def match(want, got, path="$"):
     return []
 
 
+def fixture_store():
+    """A symstore-layout folder: Demo.pdb/<GUID><age>/Demo.pdb (Windows),
+    Demo.pdb/<GUID>FFFFFFFF/Demo.pdb (Portable), Demo.dll/<stamp><size>/Demo.dll."""
+    top = tempfile.mkdtemp(prefix="pdbsym-apidoc-store-")
+    managed = os.path.join(root, "tests", "fixtures", "managed")
+    for build, windows in (("windows-debug", True), ("portable-debug", False)):
+        d = os.path.join(managed, build)
+        if not os.path.exists(os.path.join(d, "Demo.pdb")):
+            continue
+        dll = open(os.path.join(d, "Demo.dll"), "rb").read()
+        pe = struct.unpack_from("<I", dll, 0x3C)[0]
+        code_id = "%08X%X" % (struct.unpack_from("<I", dll, pe + 8)[0], struct.unpack_from("<I", dll, pe + 80)[0])
+        srm = os.path.join(d, "Demo.dll.srm.jsonl" if windows else "Demo.pdb.srm.jsonl")
+        cv = [o for o in map(json.loads, open(srm)) if o["kind"] == "debugdir" and o["type"] == "CodeView"][0]
+        key = cv["guid"].replace("-", "").upper() + ("%X" % cv["age"] if windows else "FFFFFFFF")
+        for name, k, src in (("Demo.pdb", key, os.path.join(d, "Demo.pdb")), ("Demo.dll", code_id, None)):
+            os.makedirs(os.path.join(top, name, k), exist_ok=True)
+            with open(os.path.join(top, name, k, name), "wb") as f:
+                f.write(open(src, "rb").read() if src else dll)
+    return top
+
+
+store = fixture_store()
 up = SlowUpstream(1.0)
-srv = Server(env=up.env(), config=config)
+cache = warmed_cache(os.path.join(root, "tests", "fixtures", "native"))
+env = dict(up.env(), PDBSYM_CACHE_DIR=cache)
+env["PDBSYM_SYMBOL_PATH"] = store + ";" + env["PDBSYM_SYMBOL_PATH"]
+srv = Server(env=env, config=config)
 try:
     for i in range(0, len(http_blocks) - 1, 2):
         req_line, req_hdrs, req_body = split_message(http_blocks[i])
@@ -95,4 +129,6 @@ try:
 finally:
     srv.close()
     up.close()
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
 c.done()

@@ -1,9 +1,11 @@
 """End to end through the real binary: fixture PDBs served by the test symbol
 server (tests/symserver.py) in symstore layout, fetched, parsed and cached by
 `pdbsym serve`, and the answers compared with the fixtures' oracle files:
-llvm-symbolizer for native frames (tests/fixtures/native/*.expected.tsv, or
-the llvm-pdbutil reading in *.crosscheck.tsv where the two differ), and
-Microsoft's PDB readers for managed frames (tests/fixtures/managed/*.jsonl).
+llvm-symbolizer 19 for native frames (tests/fixtures/native/*.expected.tsv,
+or the llvm-pdbutil reading in *.crosscheck.tsv where its note is dup-line),
+Microsoft's PDB readers for managed frames (tests/fixtures/managed/*.jsonl), and
+their source_link, async_method, user_method, generated and local_function
+against the fixture's Source Link map and ClrDump (Demo.dll.clr.jsonl).
 Also: one batch mixing modules found, missing and failing upstream; the
 second request is answered from the cache; /symbolicate/v5 gives the same
 functions, files, lines and inline chains as /symbolicate."""
@@ -17,6 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from pdbsym_server import Checks, Server  # noqa: E402
 from native_oracle import alt_for, answer_ok, manifest, oracle_view, rows, sym_view  # noqa: E402,F401
 
@@ -25,8 +28,7 @@ native_dir = os.path.join(root, "tests", "fixtures", "native")
 managed_dir = os.path.join(root, "tests", "fixtures", "managed")
 symserver = os.path.join(root, "tests", "symserver.py")
 if not (os.path.exists(os.path.join(native_dir, "MANIFEST.tsv")) and os.path.exists(symserver)):
-    print("skipped: tests/fixtures/native or tests/symserver.py absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/native or tests/symserver.py absent")
 
 c = Checks()
 store = tempfile.mkdtemp(prefix="pdbsym-e2e-store-")
@@ -61,7 +63,33 @@ def pe_ids(path):
     return "%08X%X" % (stamp, size_of_image), b
 
 
+def managed_extras(d):
+    """token -> the generated-code fields ClrDump (reflection, Roslyn's lambda maps)
+    gives a frame of that method; and the fixture's Source Link rule."""
+    want = {}
+    clr = [json.loads(x) for x in open(os.path.join(d, "Demo.dll.clr.jsonl"))]
+    for o in clr:
+        if o["kind"] == "generated":
+            want.setdefault(o["token"], {}).update(user_method=o["user_method"], generated=o["generated"],
+                                                   local_function=o["local_function"])
+        elif o["kind"] == "state_machine":
+            want.setdefault(o["move_next"], {})["async_method"] = o["kickoff_method"]
+    return want
+
+
+sl_rule = list(json.load(open(os.path.join(managed_dir, "src", "sourcelink.json")))["documents"].items())[0] \
+    if os.path.exists(os.path.join(managed_dir, "src", "sourcelink.json")) else ("", "")
+
+
+def sl_url(path):
+    key, url = sl_rule
+    if key.endswith("*") and path.lower().startswith(key[:-1].lower()):
+        return url.replace("*", path[len(key) - 1:].replace("\\", "/"))
+    return None
+
+
 managed = []  # (module, frames [(token, il, expected sp)], what)
+extras = {}   # what -> managed_extras
 if os.path.exists(os.path.join(managed_dir, "MANIFEST.tsv")):
     for build, fmt, oracle in (("windows-debug", "windows", "Demo.pdb.winpdb.jsonl"),
                                ("portable-debug", "portable", "Demo.pdb.srm.jsonl")):
@@ -80,6 +108,7 @@ if os.path.exists(os.path.join(managed_dir, "MANIFEST.tsv")):
         firsts = {}
         for sp in sps:
             firsts.setdefault((sp["token"], sp["il"]), sp)
+        extras[build] = managed_extras(d)
         managed.append(({"debug_file": "Demo.pdb", "debug_id": "%s-%d" % (cv["guid"], cv["age"]), "format": fmt,
                          "code_file": "Demo.dll", "code_id": code_id},
                         [(t, il, sp) for (t, il), sp in firsts.items()], build))
@@ -124,10 +153,9 @@ try:
     if st != 200:
         print("  answer: %s" % json.dumps(j)[:300])
     if any("placeholder engine" in (m.get("error") or "") for m in j["modules"]):
-        print("skipped: this build runs the placeholder engine")
         srv.close()
         ss.kill()
-        sys.exit(77)
+        harness.skip("this build runs the placeholder engine")
     for mi, m in enumerate(j["modules"][:missing_i]):
         c.eq("module %s found" % m["debug_file"], (m["status"], m["from_cache"]), ("found", False))
         c.true("module %s source is the symbol server" % m["debug_file"],
@@ -150,7 +178,10 @@ try:
                 (sp["doc"], sp["sl"], sp["sc"], sp["el"], sp["ec"])
             wn = sp["method"].split("(")[0].replace("::", ".").replace("/", "+")
             wn = wn.split("<")[0] if wn.endswith(">") else wn
-            ok = ok and s.get("function") == wn
+            ok = ok and s.get("function") == wn and s.get("source_link") == sl_url(sp["doc"])
+            e = extras[name].get(addr[0], {})
+            ok = ok and all(s.get(f) == e.get(f) for f in ("async_method", "user_method", "generated",
+                                                          "local_function"))
             if not ok and bad_by.get(name, 0) < 3:
                 print("  %s %s+%d: got %s\n    want %s" % (name, addr[0], addr[1], json.dumps(got), json.dumps(sp)))
         elif kind == "missing":

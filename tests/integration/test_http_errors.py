@@ -54,8 +54,6 @@ try:
         b.update(top)
         return b
 
-    expect_error("module index", 400, post(variant(frames=[{"module": 0, "rva": 1}, {"module": 1, "rva": 1}])),
-                 field="frames[1].module")
     expect_error("module missing", 400, post(variant(frames=[{"rva": 1}])), field="frames[0].module")
     expect_error("rva type", 400, post(variant(frames=[{"module": 0, "rva": 1}] * 3 + [{"module": 0, "rva": True}])),
                  field="frames[3].rva")
@@ -69,20 +67,46 @@ try:
     expect_error("managed without il_offset", 400, post(variant(frames=[{"module": 0, "token": "0x06000001"}])),
                  field="frames[0].il_offset")
     expect_error("frame not object", 400, post(variant(frames=[5])), field="frames[0]")
-    j = expect_error("debug_id", 400, post(variant(modules=[dict(MODULE, debug_id="xyz")])),
-                     field="modules[0].debug_id", contains="invalid debug_id: expected")
-    c.true("no format directive in messages", j and "%" not in j["error"], j)
-    expect_error("debug_id missing", 400, post(variant(modules=[{"debug_file": "a.pdb"}])),
-                 field="modules[0].debug_id")
-    expect_error("debug_file with ..", 400, post(variant(modules=[dict(MODULE, debug_file="..")])),
-                 field="modules[0].debug_file")
-    expect_error("debug_file control char", 400, post(variant(modules=[dict(MODULE, debug_file="a\u0001.pdb")])),
-                 field="modules[0].debug_file")
-    expect_error("debug_file too long", 400, post(variant(modules=[dict(MODULE, debug_file="a" * 300 + ".pdb")])),
-                 field="modules[0].debug_file")
-    expect_error("format", 400, post(variant(modules=[dict(MODULE, format="elf")])), field="modules[0].format")
-    expect_error("code_id", 400, post(variant(modules=[dict(MODULE, code_file="a.dll", code_id="nothex")])),
-                 field="modules[0].code_id")
+    # a module whose fields are bad fails alone (CONTRACT.md, "Modules"): 200,
+    # the module "invalid" with an error naming the field, its frames invalid,
+    # the other module answered
+    def expect_invalid_module(what, bad, field, contains):
+        st, h, data = post({"modules": [bad, MODULE], "frames": [{"module": 0, "rva": 1}, {"module": 1, "rva": 2}]})
+        c.eq(what + ": status", st, 200)
+        try:
+            j = json.loads(data)
+        except ValueError:
+            c.true(what + ": body is JSON", False, repr(data[:200]))
+            return None
+        m = j["modules"][0]
+        c.eq(what + ": module status", m.get("status"), "invalid")
+        c.eq(what + ": module field", m.get("field"), field)
+        c.true(what + ": module error names " + contains, contains in m.get("error", ""), repr(m))
+        c.eq(what + ": its frame", j["frames"][0]["status"], "invalid")
+        c.true(what + ": its frame's error says why", contains in j["frames"][0].get("error", ""), repr(j["frames"][0]))
+        c.true(what + ": the other module is answered", j["modules"][1].get("status") in ("missing", "found"), repr(j["modules"][1]))
+        c.true(what + ": its frame is not invalid", j["frames"][1]["status"] != "invalid", repr(j["frames"][1]))
+        return m
+
+    m = expect_invalid_module("debug_id", dict(MODULE, debug_id="xyz"), "modules[0].debug_id",
+                              "invalid debug_id: not a hex digit")
+    c.true("no format directive in messages", m and "%" not in m["error"], m)
+    expect_invalid_module("debug_id missing", {"debug_file": "a.pdb"}, "modules[0].debug_id", "debug_id is required")
+    expect_invalid_module("debug_file with ..", dict(MODULE, debug_file=".."), "modules[0].debug_file", "'..'")
+    expect_invalid_module("debug_file control char", dict(MODULE, debug_file="a\u0001.pdb"), "modules[0].debug_file",
+                          "control character")
+    expect_invalid_module("debug_file too long", dict(MODULE, debug_file="a" * 300 + ".pdb"), "modules[0].debug_file",
+                          "longer than 255 bytes")
+    expect_invalid_module("format", dict(MODULE, format="elf"), "modules[0].format", "format must be")
+    expect_invalid_module("code_id", dict(MODULE, code_file="a.dll", code_id="nothex"), "modules[0].code_id",
+                          "invalid code_id")
+    expect_invalid_module("not an object", 7, "modules[0]", "must be an object")
+    # a frame whose module index names no module is invalid alone
+    st, h, j = srv.json("POST", "/symbolicate", variant(frames=[{"module": 0, "rva": 1}, {"module": 1, "rva": 1}]))
+    c.eq("module index out of range: 200", st, 200)
+    c.eq("module index out of range: that frame", (j["frames"][1]["status"], j["frames"][1].get("module")), ("invalid", 1))
+    c.true("module index out of range: its error", "not in modules" in j["frames"][1].get("error", ""), repr(j))
+    c.true("module index out of range: the other frame", j["frames"][0]["status"] != "invalid", repr(j))
     expect_error("timeout negative", 400, post(variant(timeout=-1)), field="timeout")
     expect_error("timeout string", 400, post(variant(timeout="5")), field="timeout")
 

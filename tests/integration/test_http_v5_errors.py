@@ -1,6 +1,7 @@
-"""Limits and errors of POST /symbolicate/v5 (issue 10): more than 10 jobs,
-malformed jobs, the shared limits, and found_modules false for a module that
-was looked for and is missing.  Real `pdbsym serve`, real HTTP."""
+"""Limits and errors of POST /symbolicate/v5 (issues 10 and 14): more jobs
+than v5_max_jobs, malformed jobs, the v5 limits, found_modules false for a
+module that was looked for and is missing, and a module with a bad name or
+id failing alone.  Real `pdbsym serve`, real HTTP."""
 import json
 import os
 import sys
@@ -9,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pdbsym_server import Checks, Server  # noqa: E402
 
 c = Checks()
-srv = Server(config="max_frames = 12\nmax_modules = 20\n")
+srv = Server(config="v5_max_frames = 12\nv5_max_jobs = 10\nmax_frames = 1\nmax_modules = 20\n")
 MISSING = ["nowhere.pdb", "00112233445566778899AABBCCDDEEFF1"]
 try:
     def post(body):
@@ -24,7 +25,7 @@ try:
     job = {"memoryMap": [MISSING], "stacks": [[[0, 16]]]}
     st, j = post({"jobs": [job] * 11})
     c.eq("11 jobs: 400", st, 400)
-    c.true("11 jobs: the error names the limit", j and "10" in j.get("error", ""), j)
+    c.true("11 jobs: the error names the limit", j and "v5_max_jobs = 10" in j.get("error", ""), j)
 
     st, j = post({"jobs": [job] * 10})
     c.eq("10 jobs: 200", st, 200)
@@ -41,8 +42,6 @@ try:
         ("jobs not an array", {"jobs": 3}),
         ("memoryMap not an array", {"memoryMap": 1, "stacks": []}),
         ("memoryMap entry not a pair", {"memoryMap": [["a.pdb"]], "stacks": []}),
-        ("bad breakpad id", {"memoryMap": [["a.pdb", "xyz"]], "stacks": []}),
-        ("bad debug file", {"memoryMap": [["bad\u0001.pdb", MISSING[1]]], "stacks": []}),
         ("frame not a pair", {"memoryMap": [MISSING], "stacks": [[[0]]]}),
         ("stacks not an array", {"memoryMap": [MISSING], "stacks": {}}),
     ]:
@@ -50,9 +49,23 @@ try:
         c.eq(what + ": 400", st, 400)
         c.true(what + ": JSON error", j is not None and isinstance(j.get("error"), str), j)
 
+    # a bad name or id fails that module alone: false, its frames unnamed
+    for what, entry in [("bad breakpad id", ["a.pdb", "xyz"]), ("bad debug file", ["bad\u0001.pdb", MISSING[1]])]:
+        st, j = post({"memoryMap": [entry, MISSING], "stacks": [[[0, 16], [1, 32]]]})
+        c.eq(what + ": 200", st, 200)
+        res = j["results"][0] if st == 200 else {}
+        c.eq(what + ": found_modules", res.get("found_modules"),
+             {entry[0] + "/" + entry[1]: False, "nowhere.pdb/" + MISSING[1]: False})
+        c.eq(what + ": its frame", res.get("stacks", [[{}]])[0][0], {"frame": 0, "module": entry[0], "module_offset": "0x10"})
+    # v5_max_frames counts the addresses of every job together, max_frames is /symbolicate's
+    st, j = post({"memoryMap": [MISSING], "stacks": [[[0, i] for i in range(12)]]})
+    c.eq("12 addresses (v5_max_frames, over max_frames): 200", st, 200)
     st, j = post({"memoryMap": [MISSING], "stacks": [[[0, i] for i in range(13)]]})
-    c.eq("over max_frames: 400", st, 400)
-    c.true("over max_frames: names the limit", j and "12" in j.get("error", ""), j)
+    c.eq("over v5_max_frames: 400", st, 400)
+    c.true("over v5_max_frames: names the limit", j and "v5_max_frames = 12" in j.get("error", ""), j)
+    st, j = post({"jobs": [{"memoryMap": [MISSING], "stacks": [[[0, i] for i in range(7)]]}] * 2})
+    c.eq("over v5_max_frames in two jobs: 400", st, 400)
+    c.eq("over v5_max_frames in two jobs: field", j.get("field"), "jobs[1].stacks")
     st, j = post({"memoryMap": [MISSING] * 21, "stacks": []})
     c.eq("over max_modules: 400", st, 400)
     c.true("over max_modules: names the limit", j and "20" in j.get("error", ""), j)

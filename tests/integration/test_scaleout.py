@@ -29,6 +29,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from pdbsym_server import Checks, Server, need_binary  # noqa: E402
 from native_oracle import answer_ok, oracle_view, rows, sym_view  # noqa: E402,F401
 
@@ -41,12 +42,10 @@ FIXTURES = ("cpp-x64-O2", "c-x64-O2")  # the second one is served through a redi
 need_binary()
 nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 if not nginx:
-    print("skipped: nginx not installed (scripts/deps.sh --test installs it)")
-    sys.exit(77)
+    harness.skip("nginx not installed (scripts/deps.sh --test installs it)")
 for p in (os.path.join(native_dir, "MANIFEST.tsv"), symserver, nginx_conf):
     if not os.path.exists(p):
-        print("skipped: %s absent" % p)
-        sys.exit(77)
+        harness.skip("%s absent" % p)
 
 
 def free_port():
@@ -112,8 +111,7 @@ for line in open(os.path.join(native_dir, "MANIFEST.tsv")):
 modules.append({"debug_file": "nowhere.pdb", "debug_id": "00112233445566778899AABBCCDDEEFF1", "format": "windows"})
 frames.append({"module": len(modules) - 1, "rva": "0x1000"})
 if len(modules) != len(FIXTURES) + 1:
-    print("skipped: fixtures %s not all in the manifest" % (FIXTURES,))
-    sys.exit(77)
+    harness.skip("fixtures %s not all in the manifest" % (FIXTURES,))
 
 c = Checks()
 procs = []

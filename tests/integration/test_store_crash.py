@@ -45,7 +45,7 @@ def check_db(path):
         mods = db.execute("SELECT key, layout, table_file, file_bytes FROM modules"
                           " WHERE status = 0").fetchall()
         for key, layout, name, size in mods:
-            if layout != 3:
+            if layout != 4:
                 problems.append("%s: layout %s" % (key, layout))
                 continue
             p = os.path.join(os.path.dirname(path), "tables", name + ".pst")

@@ -1,12 +1,13 @@
 /*
- * api_ref.h - the answer half of the routes as it was before issue 15
- * (api.c built whole answers as jansson trees and serialised them with
- * json_dumps), kept for the tests only: test_render_equiv.c sends the same
- * requests through ref_api_handle and through the service's api_handle and
- * compares the answers byte for byte.  Copied from api.c at main dbe07f6;
- * only the names changed (ref_ prefix) and everything is static.  It uses
- * the engine and the metrics as the real routes do, and render_ref.h for
- * frames.
+ * api_ref.h - the routes as they were before issue 15 (api.c built whole
+ * answers as jansson trees and serialised them with json_dumps), kept for
+ * the tests only: test_render_equiv.c sends the same requests through
+ * ref_api_handle and through the service's api_handle and compares the
+ * answers byte for byte.  Copied from api.c at main 3eaa4ed by
+ * tests/unit/make_ref.py; only the names changed (ref_ prefix) and
+ * everything is static.
+ * It uses the engine and the metrics as the real routes do, and
+ * render_ref.h for frames.
  */
 #ifndef PDBSYM_TEST_API_REF_H
 #define PDBSYM_TEST_API_REF_H
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -52,9 +54,9 @@ static inline void ref_api_error(api_response *out, unsigned status, const char 
 
 /* ---- routing -------------------------------------------------------------- */
 
-static const char *const route_names[RT__COUNT] = {"/symbolicate", "/symbolicate/v5", "/modules",
-                                                   "/health",      "/ready",          "/metrics",
-                                                   "other"};
+static const char *const route_names[RT__COUNT] = {
+    "/symbolicate", "/symbolicate/v5", "/modules", "/health", "/ready", "/metrics", "/traces",
+    "other"};
 static const char *const frame_status_names[FS__COUNT] = {
     "ok", "missing_symbols", "unknown_address", "malformed", "fetch_error", "pending", "invalid"};
 
@@ -64,6 +66,169 @@ static inline const char *ref_api_route_name(api_route_id r) {
 
 static inline const char *ref_frame_status_name(frame_status s) {
   return (unsigned)s < FS__COUNT ? frame_status_names[s] : "invalid";
+}
+
+/* ---- CORS (api.md, "Browsers") ------------------------------------------------ */
+
+/* Routes a page on another origin may call: /ref_symbolicate/v5, the API browser
+ * clients (the Firefox Profiler) speak. */
+static inline bool ref_route_cors(api_route_id r) { return r == RT_SYMBOLICATE_V5; }
+
+/* Walks the comma- or space-separated entries of cors_origins. */
+static inline const char *ref_next_origin(const char *p, const char **start, size_t *len) {
+  while (*p == ',' || *p == ' ' || *p == '\t')
+    p++;
+  if (!*p)
+    return NULL;
+  *start = p;
+  while (*p && *p != ',' && *p != ' ' && *p != '\t')
+    p++;
+  *len = (size_t)(p - *start);
+  return p;
+}
+
+/* *any: the list holds "*"; returns whether origin is listed by name
+ * (ASCII case-insensitive, as browsers serialise scheme and host in lower
+ * case). */
+static inline bool ref_origin_listed(const char *list, const char *origin, bool *any) {
+  const char *s;
+  size_t n;
+  bool named = false;
+  *any = false;
+  for (const char *p = list; (p = ref_next_origin(p, &s, &n)) != NULL;) {
+    if (n == 1 && *s == '*')
+      *any = true;
+    else if (origin && strlen(origin) == n && !strncasecmp(s, origin, n))
+      named = true;
+  }
+  return named;
+}
+
+static inline void ref_add_header(api_response *out, const char *name, const char *value, bool copy) {
+  if (out->nheaders >= API_MAX_HEADERS)
+    return;
+  if (copy) {
+    size_t n = strlen(value) + 1;
+    if (n > sizeof out->hvalues - out->hused)
+      return;
+    memcpy(out->hvalues + out->hused, value, n);
+    value = out->hvalues + out->hused;
+    out->hused += n;
+  }
+  out->headers[out->nheaders].name = name;
+  out->headers[out->nheaders].value = value;
+  out->nheaders++;
+}
+
+/* An Origin header worth echoing: printable ASCII, no more than 200 bytes. */
+static inline bool ref_origin_ok(const char *origin) {
+  if (!origin || !*origin || strlen(origin) > 200)
+    return false;
+  for (const char *p = origin; *p; p++)
+    if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+      return false;
+  return true;
+}
+
+static inline void ref_api_cors(const api *a, api_route_id route, const char *origin, api_response *out) {
+  if (!ref_route_cors(route) || !a->cfg->cors_origins[0])
+    return;
+  bool any;
+  bool named = ref_origin_listed(a->cfg->cors_origins, origin, &any);
+  if (any) {
+    ref_add_header(out, "Access-Control-Allow-Origin", "*", false);
+  } else {
+    /* the answer depends on the Origin: caches must keep one per origin */
+    ref_add_header(out, "Vary", "Origin", false);
+    if (!named || !ref_origin_ok(origin))
+      return;
+    ref_add_header(out, "Access-Control-Allow-Origin", origin, true);
+  }
+  ref_add_header(out, "Access-Control-Expose-Headers", "X-Request-Id, Retry-After", false);
+}
+
+static inline void ref_api_preflight(const api *a, api_route_id route, const char *origin,
+                   const char *private_network, api_response *out) {
+  memset(out, 0, sizeof *out);
+  out->frames = out->modules = -1;
+  out->allow = "POST, OPTIONS";
+  bool any = false;
+  bool named = ref_route_cors(route) && ref_origin_listed(a->cfg->cors_origins, origin, &any);
+  if (!origin) { /* not a browser's preflight: what the route allows */
+    out->status = 204;
+    return;
+  }
+  if (!(any || named) || !ref_origin_ok(origin)) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "origin %.200s is not allowed by cors_origins", origin);
+    ref_api_error(out, 403, msg, NULL);
+    return;
+  }
+  out->status = 204;
+  ref_add_header(out, "Access-Control-Allow-Methods", "POST, OPTIONS", false);
+  ref_add_header(out, "Access-Control-Allow-Headers", "Content-Type, X-Request-Id", false);
+  char age[24];
+  snprintf(age, sizeof age, "%llu", (unsigned long long)a->cfg->cors_max_age);
+  ref_add_header(out, "Access-Control-Max-Age", age, true);
+  /* Private Network Access: a public page asking for a loopback or private
+   * address; granted only to an origin listed by name, never through "*" */
+  if (named && private_network && !strcasecmp(private_network, "true"))
+    ref_add_header(out, "Access-Control-Allow-Private-Network", "true", false);
+}
+
+/* "*", "null", or scheme://host[:port] with no path (RFC 6454's serialised
+ * origin). */
+static inline bool ref_origin_syntax_ok(const char *s, size_t n) {
+  if ((n == 1 && *s == '*') || (n == 4 && !strncmp(s, "null", 4)))
+    return true;
+  size_t p;
+  if (n > 7 && !strncasecmp(s, "http://", 7))
+    p = 7;
+  else if (n > 8 && !strncasecmp(s, "https://", 8))
+    p = 8;
+  else
+    return false;
+  if (n - p > 200)
+    return false;
+  size_t host = p;
+  if (s[p] == '[') {
+    while (p < n && s[p] != ']')
+      p++;
+    if (p == n)
+      return false;
+    p++;
+  } else {
+    while (p < n && (isalnum((unsigned char)s[p]) || s[p] == '-' || s[p] == '.'))
+      p++;
+  }
+  if (p == host)
+    return false;
+  if (p < n && s[p] == ':') {
+    size_t d = ++p;
+    while (p < n && isdigit((unsigned char)s[p]))
+      p++;
+    if (p == d || p - d > 5)
+      return false;
+  }
+  return p == n;
+}
+
+static inline bool ref_api_check_config(const srv_config *cfg, char *err, size_t cap) {
+  const char *s;
+  size_t n;
+  for (const char *p = cfg->cors_origins; (p = ref_next_origin(p, &s, &n)) != NULL;) {
+    if (!ref_origin_syntax_ok(s, n)) {
+      snprintf(err, cap,
+               "cors_origins: '%.*s' is not an origin (scheme://host[:port], no path), * or null",
+               (int)(n > 200 ? 200 : n), s);
+      return false;
+    }
+  }
+  if (!cfg->v5_max_frames || !cfg->v5_max_jobs) {
+    snprintf(err, cap, "v5_max_frames and v5_max_jobs must be > 0");
+    return false;
+  }
+  return true;
 }
 
 static inline api_match ref_api_route(const char *method, const char *path, api_route_id *route, const char **allow) {
@@ -77,6 +242,7 @@ static inline api_match ref_api_route(const char *method, const char *path, api_
       {"/health", RT_HEALTH, "GET"},
       {"/ready", RT_READY, "GET"},
       {"/metrics", RT_METRICS, "GET"},
+      {"/traces", RT_TRACES, "POST"},
   };
   *route = RT_OTHER;
   *allow = NULL;
@@ -102,15 +268,19 @@ static inline api_match ref_api_route(const char *method, const char *path, api_
   bool get = !strcmp(want, "GET");
   if (!strcmp(method, want) || (get && !strcmp(method, "HEAD")))
     return API_MATCH_OK;
-  *allow = get ? "GET, HEAD" : "POST";
+  if (ref_route_cors(*route) && !strcmp(method, "OPTIONS"))
+    return API_PREFLIGHT;
+  *allow = get ? "GET, HEAD" : ref_route_cors(*route) ? "POST, OPTIONS" : "POST";
   return API_BAD_METHOD;
 }
 
 static inline bool ref_api_route_heavy(api_route_id r) {
-  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES;
+  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES || r == RT_TRACES;
 }
 
-static inline bool ref_api_route_has_body(api_route_id r) { return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5; }
+static inline bool ref_api_route_has_body(api_route_id r) {
+  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_TRACES;
+}
 
 /* ---- numbers: JSON integers or "0x" hex strings ----------------------------- */
 
@@ -158,21 +328,36 @@ typedef struct {
   module_id id;
   mod_handle h;
   bool resolved;
-  bool skip;        /* v5: no frame names it, so it is not looked up */
-  size_t same;      /* index of the first entry naming the same module (itself if none) */
-  ref_render_module rm; /* Source Link map etc., set up at the first answered frame */
+  bool skip;         /* v5: no frame names it, so it is not looked up */
+  bool invalid;      /* a field is bad: never looked up, its frames come back invalid */
+  bool no_age;       /* the debug id had no age (a Portable PDB's GUID alone) */
+  bool has_image;    /* image_addr given */
+  uint64_t image_addr;
+  uint64_t image_size; /* 0: not given */
+  size_t same;       /* index of the first entry naming the same module (itself if none) */
+  ref_render_module rm;  /* Source Link map etc., set up at the first answered frame */
   bool rm_init;
+  char field[112];   /* invalid: where, "modules[2].debug_id" */
+  char why[200];     /* invalid: what, "invalid debug_id: the age is longer than 8 hex digits" */
+  char frame_error[340]; /* invalid: the error its frames carry */
 } req_module;
 
 typedef enum { FR_NATIVE, FR_MANAGED } frame_kind;
 
 typedef struct {
-  uint32_t module;
+  long long module;  /* the index as given; -1 when it is not a usable number */
   frame_kind kind;
+  bool bad_index;    /* module names no entry of modules */
   bool invalid;
-  const char *why; /* static, for invalid frames */
-  uint64_t rva;    /* or token */
+  bool has_rva;      /* native: the RVA is known (given, or from instruction_addr) */
+  bool has_iaddr;    /* native: instruction_addr given */
+  bool adjusted;     /* looked up at rva - 1 (a return address) */
+  signed char adjust; /* adjust_instruction_addr: -1 absent, 0 false, 1 true */
+  const char *why;   /* invalid: static, or a module's frame_error */
+  uint64_t rva;      /* or token */
+  uint64_t iaddr;
   uint64_t il;
+  uint64_t stack;    /* "stack": frames of one stack share it (default 0) */
 } req_frame;
 
 typedef struct {
@@ -198,6 +383,19 @@ static inline bool ref_fail(req_error *e, const char *field, const char *msg, co
   return false;
 }
 
+/* A module that fails alone: its answer says why (status "invalid", error,
+ * field), its frames come back invalid, the request's other modules are
+ * answered (CONTRACT.md, "Modules"). */
+static inline void ref_module_invalid(req_module *m, const char *what, const char *field, const char *msg,
+                           const char *detail) {
+  if (m->invalid)
+    return; /* the first problem found is the one reported */
+  m->invalid = true;
+  snprintf(m->field, sizeof m->field, "%s", field);
+  snprintf(m->why, sizeof m->why, "%s%s", msg, detail ? detail : "");
+  snprintf(m->frame_error, sizeof m->frame_error, "its module (%s) is invalid: %s", what, m->why);
+}
+
 /* A file name from a JSON string (module.h's rules); a NUL inside the string
  * is refused too (why is then NULL: ref_reason() names it). */
 static inline bool ref_parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1], const char **why) {
@@ -206,26 +404,24 @@ static inline bool ref_parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1]
          module_parse_file_name(json_string_value(s), out, MODULE_NAME_MAX + 1, why);
 }
 
-static inline bool ref_parse_module(const json_t *m, size_t i, req_module *out, req_error *err) {
-  char f[96];
+/* The string as given, or NULL when v is not a string without NUL bytes. */
+static inline const char *ref_given_string(const json_t *v) {
+  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+    return NULL;
+  return json_string_value(v);
+}
+
+/* One entry of a /ref_symbolicate body's modules.  Nothing in it fails the
+ * request: a bad field makes the module invalid (ref_module_invalid). */
+static inline void ref_parse_module(const json_t *m, size_t i, req_module *out) {
+  char f[64], what[32];
   const char *why = NULL;
   memset(out, 0, sizeof *out);
+  snprintf(what, sizeof what, "modules[%zu]", i);
   if (!json_is_object(m)) {
-    snprintf(f, sizeof f, "modules[%zu]", i);
-    return ref_fail(err, f, "a module must be an object", NULL);
+    ref_module_invalid(out, what, what, "a module must be an object", NULL);
+    return;
   }
-  const json_t *df = json_object_get(m, "debug_file");
-  snprintf(f, sizeof f, "modules[%zu].debug_file", i);
-  if (!json_is_string(df))
-    return ref_fail(err, f, "debug_file must be a string", NULL);
-  if (!ref_parse_name(df, out->id.debug_file, &why))
-    return ref_fail(err, f, "invalid debug_file: ", ref_reason(why));
-  const json_t *di = json_object_get(m, "debug_id");
-  snprintf(f, sizeof f, "modules[%zu].debug_id", i);
-  if (!json_is_string(di))
-    return ref_fail(err, f, "debug_id must be a string", NULL);
-  if (!module_parse_debug_id(json_string_value(di), out->id.guid, &out->id.age, &why))
-    return ref_fail(err, f, "invalid debug_id: ", ref_reason(why));
   const json_t *fm = json_object_get(m, "format");
   snprintf(f, sizeof f, "modules[%zu].format", i);
   if (fm && !json_is_null(fm)) {
@@ -235,33 +431,89 @@ static inline bool ref_parse_module(const json_t *m, size_t i, req_module *out, 
     else if (!strcmp(s, "portable"))
       out->id.format = ST_FORMAT_PORTABLE;
     else
-      return ref_fail(err, f, "format must be \"windows\" or \"portable\"", NULL);
+      ref_module_invalid(out, what, f, "format must be \"windows\" or \"portable\"", NULL);
+  }
+  const json_t *df = json_object_get(m, "debug_file");
+  snprintf(f, sizeof f, "modules[%zu].debug_file", i);
+  if (!df)
+    ref_module_invalid(out, what, f, "debug_file is required", NULL);
+  else if (!json_is_string(df))
+    ref_module_invalid(out, what, f, "debug_file must be a string", NULL);
+  else if (!ref_parse_name(df, out->id.debug_file, &why))
+    ref_module_invalid(out, what, f, "invalid debug_file: ", ref_reason(why));
+  const json_t *di = json_object_get(m, "debug_id");
+  snprintf(f, sizeof f, "modules[%zu].debug_id", i);
+  if (!di)
+    ref_module_invalid(out, what, f, "debug_id is required", NULL);
+  else if (!json_is_string(di))
+    ref_module_invalid(out, what, f, "debug_id must be a string", NULL);
+  else if (!ref_given_string(di))
+    ref_module_invalid(out, what, f, "invalid debug_id: contains a NUL byte", NULL);
+  else if (!out->invalid && !module_set_debug_id(&out->id, json_string_value(di), &why))
+    ref_module_invalid(out, what, f, "invalid debug_id: ", ref_reason(why));
+  else if (!out->invalid) {
+    uint8_t g[16];
+    uint32_t age;
+    bool has_age = true;
+    module_parse_debug_id_ex(json_string_value(di), g, &age, &has_age, NULL);
+    out->no_age = !has_age;
   }
   const json_t *cf = json_object_get(m, "code_file");
   snprintf(f, sizeof f, "modules[%zu].code_file", i);
   if (cf && !json_is_null(cf)) {
     if (!json_is_string(cf))
-      return ref_fail(err, f, "code_file must be a string", NULL);
-    if (!ref_parse_name(cf, out->id.code_file, &why))
-      return ref_fail(err, f, "invalid code_file: ", ref_reason(why));
+      ref_module_invalid(out, what, f, "code_file must be a string", NULL);
+    else if (!ref_parse_name(cf, out->id.code_file, &why))
+      ref_module_invalid(out, what, f, "invalid code_file: ", ref_reason(why));
   }
   const json_t *ci = json_object_get(m, "code_id");
   snprintf(f, sizeof f, "modules[%zu].code_id", i);
   if (ci && !json_is_null(ci)) {
-    if (!json_is_string(ci))
-      return ref_fail(err, f, "code_id must be a string", NULL);
-    if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp, &out->id.code_size,
-                              &why))
-      return ref_fail(err, f, "invalid code_id: ", ref_reason(why));
-    out->id.has_code_id = true;
+    if (!json_is_string(ci) || !ref_given_string(ci))
+      ref_module_invalid(out, what, f, "code_id must be a string", NULL);
+    else if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp,
+                                   &out->id.code_size, &why))
+      ref_module_invalid(out, what, f, "invalid code_id: ", ref_reason(why));
+    else {
+      out->id.has_code_id = true;
+      snprintf(out->id.code_id_text, sizeof out->id.code_id_text, "%s", json_string_value(ci));
+    }
   }
-  return true;
+  const json_t *ia = json_object_get(m, "image_addr");
+  const json_t *is = json_object_get(m, "image_size");
+  uint64_t v = 0;
+  snprintf(f, sizeof f, "modules[%zu].image_addr", i);
+  if (ia && !json_is_null(ia)) {
+    num_result r = ref_get_number(ia, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      ref_module_invalid(out, what, f, "image_addr must be an integer or a 0x hex string", NULL);
+    else if (r == NUM_RANGE)
+      ref_module_invalid(out, what, f, "image_addr is negative or wider than 64 bits", NULL);
+    else
+      out->has_image = true, out->image_addr = v;
+  }
+  snprintf(f, sizeof f, "modules[%zu].image_size", i);
+  if (is && !json_is_null(is)) {
+    num_result r = ref_get_number(is, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      ref_module_invalid(out, what, f, "image_size must be an integer or a 0x hex string", NULL);
+    else if (r == NUM_RANGE || v == 0)
+      ref_module_invalid(out, what, f, "image_size must be from 1 to 2^64 - 1", NULL);
+    else if (!(ia && !json_is_null(ia)))
+      ref_module_invalid(out, what, f, "image_size without image_addr", NULL);
+    else if (out->has_image && v > UINT64_MAX - out->image_addr)
+      ref_module_invalid(out, what, f, "image_addr + image_size is past 2^64", NULL);
+    else
+      out->image_size = v;
+  }
 }
 
 static inline bool ref_parse_frame(const json_t *fr, size_t i, size_t nmodules, req_frame *out,
                         req_error *err) {
   char f[96];
   memset(out, 0, sizeof *out);
+  out->module = -1;
+  out->adjust = -1;
   if (!json_is_object(fr)) {
     snprintf(f, sizeof f, "frames[%zu]", i);
     return ref_fail(err, f, "a frame must be an object", NULL);
@@ -274,58 +526,180 @@ static inline bool ref_parse_frame(const json_t *fr, size_t i, size_t nmodules, 
   num_result r = ref_get_number(mo, UINT32_MAX, &v);
   if (r == NUM_BAD)
     return ref_fail(err, f, "module must be an integer or a 0x hex string", NULL);
-  if (r == NUM_RANGE || v >= nmodules)
-    return ref_fail(err, f, "module index out of range", NULL);
-  out->module = (uint32_t)v;
+  if (r == NUM_OK)
+    out->module = (long long)v;
+  else if (json_is_integer(mo) && json_integer_value(mo) < 0)
+    out->module = json_integer_value(mo);
+  out->bad_index = r != NUM_OK || v >= nmodules;
   const json_t *rva = json_object_get(fr, "rva");
+  const json_t *ia = json_object_get(fr, "instruction_addr");
   const json_t *tok = json_object_get(fr, "token");
-  if (rva && tok) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return ref_fail(err, f, "a frame has either rva or token, not both", NULL);
+  int given = (rva != NULL) + (ia != NULL) + (tok != NULL);
+  snprintf(f, sizeof f, "frames[%zu]", i);
+  if (given > 1)
+    return ref_fail(err, f, "a frame has one of rva, instruction_addr (native) or token (managed)",
+                NULL);
+  if (given == 0)
+    return ref_fail(err, f,
+                "a frame needs rva or instruction_addr (native), or token and il_offset (managed)",
+                NULL);
+  const json_t *adj = json_object_get(fr, "adjust_instruction_addr");
+  snprintf(f, sizeof f, "frames[%zu].adjust_instruction_addr", i);
+  if (adj && !json_is_null(adj)) {
+    if (!json_is_boolean(adj))
+      return ref_fail(err, f, "adjust_instruction_addr must be true or false", NULL);
+    out->adjust = json_is_true(adj) ? 1 : 0;
   }
-  if (!rva && !tok) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return ref_fail(err, f, "a frame needs rva (native) or token and il_offset (managed)", NULL);
-  }
-  if (rva) {
+  const json_t *stk = json_object_get(fr, "stack");
+  snprintf(f, sizeof f, "frames[%zu].stack", i);
+  if (stk && !json_is_null(stk) && ref_get_number(stk, UINT64_MAX, &out->stack) != NUM_OK)
+    return ref_fail(err, f, "stack must be a non-negative integer", NULL);
+  if (rva || ia) {
     out->kind = FR_NATIVE;
-    snprintf(f, sizeof f, "frames[%zu].rva", i);
-    r = ref_get_number(rva, UINT64_MAX, &v);
-    if (r == NUM_BAD)
-      return ref_fail(err, f, "rva must be an integer or a 0x hex string", NULL);
-    out->rva = v;
-    if (r == NUM_RANGE) {
-      out->invalid = true;
-      out->why = "rva out of range";
-      out->rva = 0;
-    } else if (v > UINT32_MAX) {
-      out->invalid = true;
-      out->why = "rva does not fit in 32 bits";
+    const char *name = rva ? "rva" : "instruction_addr";
+    char msg[64];
+    snprintf(f, sizeof f, "frames[%zu].%s", i, name);
+    r = ref_get_number(rva ? rva : ia, UINT64_MAX, &v);
+    if (r == NUM_BAD) {
+      snprintf(msg, sizeof msg, "%s must be an integer or a 0x hex string", name);
+      return ref_fail(err, f, msg, NULL);
     }
-    return true;
+    if (rva) {
+      out->has_rva = r == NUM_OK;
+      out->rva = r == NUM_OK ? v : 0;
+      if (r == NUM_RANGE) {
+        out->invalid = true;
+        out->why = "rva out of range";
+      } else if (v > UINT32_MAX) {
+        out->invalid = true;
+        out->why = "rva does not fit in 32 bits";
+      }
+    } else {
+      out->has_iaddr = r == NUM_OK;
+      out->iaddr = r == NUM_OK ? v : 0;
+      if (r == NUM_RANGE) {
+        out->invalid = true;
+        out->why = "instruction_addr is negative or wider than 64 bits";
+      }
+    }
+  } else {
+    out->kind = FR_MANAGED;
+    snprintf(f, sizeof f, "frames[%zu].token", i);
+    r = ref_get_number(tok, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      return ref_fail(err, f, "token must be an integer or a 0x hex string", NULL);
+    out->rva = r == NUM_OK ? v : 0;
+    if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06) {
+      out->invalid = true;
+      out->why = "token is not a MethodDef token (0x06xxxxxx)";
+    }
+    const json_t *il = json_object_get(fr, "il_offset");
+    snprintf(f, sizeof f, "frames[%zu].il_offset", i);
+    if (!il)
+      return ref_fail(err, f, "a managed frame needs il_offset", NULL);
+    r = ref_get_number(il, UINT64_MAX, &v);
+    if (r == NUM_BAD)
+      return ref_fail(err, f, "il_offset must be an integer or a 0x hex string", NULL);
+    out->il = r == NUM_OK ? v : 0;
+    if (!out->invalid && (r == NUM_RANGE || v > UINT32_MAX)) {
+      out->invalid = true;
+      out->why = "il_offset out of range";
+    }
   }
-  out->kind = FR_MANAGED;
-  snprintf(f, sizeof f, "frames[%zu].token", i);
-  r = ref_get_number(tok, UINT64_MAX, &v);
-  if (r == NUM_BAD)
-    return ref_fail(err, f, "token must be an integer or a 0x hex string", NULL);
-  out->rva = r == NUM_OK ? v : 0;
-  if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06) {
+  if (out->bad_index) {
     out->invalid = true;
-    out->why = "token is not a MethodDef token (0x06xxxxxx)";
+    out->why = "module index is not in modules";
   }
-  const json_t *il = json_object_get(fr, "il_offset");
-  snprintf(f, sizeof f, "frames[%zu].il_offset", i);
-  if (!il)
-    return ref_fail(err, f, "a managed frame needs il_offset", NULL);
-  r = ref_get_number(il, UINT64_MAX, &v);
-  if (r == NUM_BAD)
-    return ref_fail(err, f, "il_offset must be an integer or a 0x hex string", NULL);
-  out->il = r == NUM_OK ? v : 0;
-  if (!out->invalid && (r == NUM_RANGE || v > UINT32_MAX)) {
-    out->invalid = true;
-    out->why = "il_offset out of range";
+  return true;
+}
+
+/* ---- absolute addresses and return addresses (api.md, "Absolute addresses") --- */
+
+typedef enum { ADJ_NONE, ADJ_ALL_BUT_FIRST, ADJ_ALL } adj_mode;
+
+typedef struct {
+  uint64_t stack;
+  size_t index;
+} stack_pos;
+
+static inline int ref_cmp_stack_pos(const void *pa, const void *pb) {
+  const stack_pos *a = pa, *b = pb;
+  if (a->stack != b->stack)
+    return a->stack < b->stack ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* The RVA of every native frame (instruction_addr - its module's image_addr),
+ * and whether it is looked up as a return address: adjust_instruction_addr
+ * when the frame gives it, else by mode, where the first frame of a stack
+ * (the frames sharing a "stack" number, in request order) is the leaf.
+ * Managed frames are never adjusted.  false: out of memory. */
+static inline bool ref_place_frames(req_frame *frames, size_t nf, const req_module *mods, adj_mode mode) {
+  bool *first = NULL;
+  if (mode == ADJ_ALL_BUT_FIRST && nf) {
+    stack_pos *pos = malloc(nf * sizeof *pos);
+    first = calloc(nf, sizeof *first);
+    if (!pos || !first) {
+      free(pos);
+      free(first);
+      return false;
+    }
+    for (size_t i = 0; i < nf; i++)
+      pos[i] = (stack_pos){frames[i].stack, i};
+    qsort(pos, nf, sizeof *pos, ref_cmp_stack_pos);
+    for (size_t i = 0; i < nf; i++)
+      if (i == 0 || pos[i].stack != pos[i - 1].stack)
+        first[pos[i].index] = true;
+    free(pos);
   }
+  for (size_t i = 0; i < nf; i++) {
+    req_frame *fr = &frames[i];
+    if (fr->bad_index)
+      continue;
+    const req_module *m = &mods[fr->module]; /* the entry itself: its image_addr */
+    if (m->invalid) {
+      fr->invalid = true;
+      fr->why = m->frame_error;
+      continue;
+    }
+    if (fr->invalid || fr->kind != FR_NATIVE)
+      continue;
+    if (fr->has_iaddr) {
+      if (!m->has_image) {
+        fr->invalid = true;
+        fr->why = "instruction_addr needs its module's image_addr";
+        continue;
+      }
+      if (fr->iaddr < m->image_addr) {
+        fr->invalid = true;
+        fr->why = "instruction_addr is below its module's image_addr";
+        continue;
+      }
+      if (m->image_size && fr->iaddr - m->image_addr >= m->image_size) {
+        fr->invalid = true;
+        fr->why = "instruction_addr is past its module's image_addr + image_size";
+        continue;
+      }
+      if (fr->iaddr - m->image_addr > UINT32_MAX) {
+        fr->invalid = true;
+        fr->why = "instruction_addr is 4 GiB or more past its module's image_addr";
+        continue;
+      }
+      fr->rva = fr->iaddr - m->image_addr;
+      fr->has_rva = true;
+    }
+    bool adjust = fr->adjust >= 0 ? fr->adjust == 1
+                  : mode == ADJ_ALL ? true
+                  : mode == ADJ_ALL_BUT_FIRST ? !first[i]
+                                               : false;
+    if (adjust && fr->rva == 0) {
+      fr->invalid = true;
+      fr->why = "a return address cannot be its module's first byte (rva 0)";
+    } else {
+      fr->adjusted = adjust;
+    }
+  }
+  free(first);
   return true;
 }
 
@@ -346,27 +720,35 @@ static inline frame_status ref_module_frame_status(mod_status s) {
   return FS_INVALID;
 }
 
+/* m is the module that answers (the first entry naming it); NULL for a frame
+ * whose module index names no entry. */
 static inline json_t *ref_answer_frame(const api *a, const req_frame *fr, req_module *m,
                             frame_status *st_out) {
   frame_status st;
   const char *err = NULL;
   st_answer ans;
   ans.nsyms = 0;
-  if (fr->invalid) {
+  if (fr->invalid || !m) {
     st = FS_INVALID;
-    err = fr->why;
+    err = fr->why ? fr->why : "invalid frame";
   } else if (m->h.status != MOD_FOUND) {
     st = ref_module_frame_status(m->h.status);
     err = m->h.error[0] ? m->h.error : mod_status_name(m->h.status);
   } else {
-    if (fr->kind == FR_NATIVE)
-      st_lookup_rva(m->h.st, (uint32_t)fr->rva, &ans);
-    else
+    if (fr->kind == FR_NATIVE) {
+      st_lookup_rva(m->h.st, (uint32_t)(fr->adjusted ? fr->rva - 1 : fr->rva), &ans);
+      /* the offset of the address given, not of the byte looked up */
+      if (fr->adjusted && ans.status == ST_OK && ans.nsyms > 0 &&
+          ans.syms[ans.nsyms - 1].has_offset && ans.syms[ans.nsyms - 1].function_offset < UINT32_MAX)
+        ans.syms[ans.nsyms - 1].function_offset++;
+    } else {
       st_lookup_token(m->h.st, (uint32_t)fr->rva, (uint32_t)fr->il, &ans);
+    }
     st = ans.status == ST_OK ? FS_OK : FS_UNKNOWN_ADDRESS;
     if (st != FS_OK)
-      err = fr->kind == FR_NATIVE ? "no function covers this address"
-                                  : "no method with this token";
+      err = fr->kind == FR_MANAGED ? "no method with this token"
+            : fr->adjusted         ? "no function covers this address - 1 (a return address)"
+                                   : "no function covers this address";
   }
   if (st == FS_OK && !m->rm_init) {
     ref_render_module_init(&m->rm, m->h.st);
@@ -375,7 +757,7 @@ static inline json_t *ref_answer_frame(const api *a, const req_frame *fr, req_mo
   render_frame f = {
       .status = ref_frame_status_name(st),
       .module = fr->module,
-      .has_address = true,
+      .has_address = fr->kind == FR_MANAGED || fr->has_rva,
       .managed = fr->kind == FR_MANAGED,
       .rva_or_token = fr->rva,
       .il_offset = fr->il,
@@ -383,15 +765,40 @@ static inline json_t *ref_answer_frame(const api *a, const req_frame *fr, req_mo
       .error = err,
       .retry_after = st == FS_PENDING ? (long long)a->cfg->retry_after : -1,
       .input = NULL,
+      .has_instruction_addr = fr->has_iaddr,
+      .instruction_addr = fr->iaddr,
+      .adjusted = fr->adjusted && !fr->invalid,
   };
   *st_out = st;
-  return ref_render_frame_obj(&m->rm, &f);
+  return ref_render_frame_obj(m ? &m->rm : NULL, &f);
 }
 
-static inline json_t *ref_answer_module(const api *a, const req_module *m) {
+/* A string field of the request as given (any bytes), or null. */
+static inline json_t *ref_given_or_null(const json_t *v) {
+  return json_is_string(v) ? ref_render_string(json_string_value(v)) : json_null();
+}
+
+/* m answers (the first entry naming the module); given is this entry's JSON,
+ * no_age whether this entry's debug id had no age. */
+static inline json_t *ref_answer_module(const api *a, const req_module *m, const json_t *given,
+                             bool no_age) {
   json_t *o = json_object();
+  if (m->invalid) {
+    const json_t *g = json_is_object(given) ? given : NULL;
+    json_object_set_new(o, "debug_file", ref_given_or_null(json_object_get(g, "debug_file")));
+    json_object_set_new(o, "debug_id", ref_given_or_null(json_object_get(g, "debug_id")));
+    json_object_set_new(o, "status", json_string("invalid"));
+    json_object_set_new(o, "format", json_null());
+    json_object_set_new(o, "source", json_null());
+    json_object_set_new(o, "from_cache", json_false());
+    json_object_set_new(o, "error", ref_render_string(m->why));
+    json_object_set_new(o, "field", json_string(m->field));
+    return o;
+  }
   char id[48];
   module_debug_id(m->id.guid, m->id.age, id);
+  if (no_age)
+    id[36] = '\0'; /* the GUID alone, as given: a Portable PDB's id has no age */
   json_object_set_new(o, "debug_file", json_string(m->id.debug_file));
   json_object_set_new(o, "debug_id", json_string(id));
   json_object_set_new(o, "status", json_string(mod_status_name(m->h.status)));
@@ -410,12 +817,16 @@ static inline json_t *ref_answer_module(const api *a, const req_module *m) {
 }
 
 /* A module listed twice in one request is resolved once: later entries point
- * at the first (module_id is zero-filled before parsing, so memcmp is exact). */
+ * at the first (module_id is zero-filled before parsing, so memcmp is exact).
+ * Invalid entries stand alone. */
 static inline void ref_dedupe_modules(req_module *mods, size_t n) {
   for (size_t i = 0; i < n; i++) {
     mods[i].same = i;
+    if (mods[i].invalid)
+      continue;
     for (size_t k = 0; k < i; k++) {
-      if (mods[k].same == k && !memcmp(mods[k].id.guid, mods[i].id.guid, 16) &&
+      if (mods[k].same == k && !mods[k].invalid &&
+          !memcmp(mods[k].id.guid, mods[i].id.guid, 16) &&
           !memcmp(&mods[k].id, &mods[i].id, sizeof mods[i].id)) {
         mods[i].same = k;
         if (!mods[i].skip)
@@ -431,7 +842,7 @@ static inline void ref_resolve_modules(api *a, req_module *mods, size_t n, uint6
   uint64_t now = engine_now_ms();
   ref_dedupe_modules(mods, n);
   for (size_t i = 0; i < n; i++) {
-    if (mods[i].skip || mods[i].same != i)
+    if (mods[i].skip || mods[i].invalid || mods[i].same != i)
       continue;
     engine_resolve(a->eng, &mods[i].id, now ? now : 1, &mods[i].h);
     mods[i].resolved = true;
@@ -482,7 +893,8 @@ static inline void ref_symbolicate(api *a, const char *body, size_t len, api_res
   size_t nm = 0, nf = 0;
   req_error err = {"", ""};
   char msg[256];
-  json_t *jm, *jf, *jt;
+  json_t *jm, *jf, *jt, *jadj;
+  adj_mode mode = ADJ_NONE;
   if (!json_is_object(root)) {
     ref_api_error(out, 400, "the body must be a JSON object", NULL);
     goto done;
@@ -490,6 +902,7 @@ static inline void ref_symbolicate(api *a, const char *body, size_t len, api_res
   jm = json_object_get(root, "modules");
   jf = json_object_get(root, "frames");
   jt = json_object_get(root, "timeout");
+  jadj = json_object_get(root, "instruction_addr_adjustment");
   if (!json_is_array(jm)) {
     ref_api_error(out, 400, "modules must be an array", "modules");
     goto done;
@@ -522,23 +935,38 @@ static inline void ref_symbolicate(api *a, const char *body, size_t len, api_res
     double cap = (double)a->cfg->max_timeout;
     timeout_ms = (uint64_t)((t < cap ? t : cap) * 1000.0);
   }
+  if (jadj && !json_is_null(jadj)) {
+    const char *s = json_is_string(jadj) ? json_string_value(jadj) : "";
+    if (!strcmp(s, "none"))
+      mode = ADJ_NONE;
+    else if (!strcmp(s, "all_but_first"))
+      mode = ADJ_ALL_BUT_FIRST;
+    else if (!strcmp(s, "all"))
+      mode = ADJ_ALL;
+    else {
+      ref_api_error(out, 400,
+                "instruction_addr_adjustment must be \"none\", \"all_but_first\" or \"all\"",
+                "instruction_addr_adjustment");
+      goto done;
+    }
+  }
   mods = calloc(nm ? nm : 1, sizeof *mods);
   frames = calloc(nf ? nf : 1, sizeof *frames);
   if (!mods || !frames) {
     ref_api_error(out, 500, "out of memory", NULL);
     goto done;
   }
-  for (size_t i = 0; i < nm; i++) {
-    if (!ref_parse_module(json_array_get(jm, i), i, &mods[i], &err)) {
-      ref_api_error(out, 400, err.msg, err.field);
-      goto done;
-    }
-  }
+  for (size_t i = 0; i < nm; i++)
+    ref_parse_module(json_array_get(jm, i), i, &mods[i]);
   for (size_t i = 0; i < nf; i++) {
     if (!ref_parse_frame(json_array_get(jf, i), i, nm, &frames[i], &err)) {
       ref_api_error(out, 400, err.msg, err.field);
       goto done;
     }
+  }
+  if (!ref_place_frames(frames, nf, mods, mode)) {
+    ref_api_error(out, 500, "out of memory", NULL);
+    goto done;
   }
   uint64_t deadline = engine_now_ms() + timeout_ms;
   ref_resolve_modules(a, mods, nm, deadline);
@@ -548,14 +976,14 @@ static inline void ref_symbolicate(api *a, const char *body, size_t len, api_res
   uint64_t counts[FS__COUNT] = {0};
   for (size_t i = 0; i < nf; i++) {
     frame_status st;
-    req_module *m = &mods[mods[frames[i].module].same];
+    req_module *m = frames[i].bad_index ? NULL : &mods[mods[frames[i].module].same];
     json_array_append_new(af, ref_answer_frame(a, &frames[i], m, &st));
     counts[st]++;
   }
   json_t *am = json_array();
   for (size_t i = 0; i < nm; i++) {
-    json_array_append_new(am, ref_answer_module(a, &mods[mods[i].same]));
-    if (mods[i].same == i)
+    json_array_append_new(am, ref_answer_module(a, &mods[mods[i].same], json_array_get(jm, i), mods[i].no_age));
+    if (mods[i].same == i && !mods[i].invalid)
       mt_module(mods[i].h.status);
   }
   for (int s = 0; s < FS__COUNT; s++)
@@ -575,8 +1003,6 @@ done:
 
 /* ---- POST /ref_symbolicate/v5 (Mozilla's symbolication API v5) -------------------- */
 
-#define V5_MAX_JOBS 10
-
 typedef struct {
   const json_t *map;    /* memoryMap */
   const json_t *stacks; /* stacks */
@@ -584,6 +1010,9 @@ typedef struct {
   char prefix[32];      /* "jobs[2]." or "" for a bare job */
 } v5_job;
 
+/* A job's shape is checked here (a shape the API does not allow is a 400, as
+ * in Eliot); its modules' names and ids are not: a bad one fails alone, as
+ * a module index that names no module fails only its frames. */
 static inline bool ref_v5_parse_job(const json_t *job, v5_job *j, req_module *mods, size_t *nmods,
                          size_t *nframes, req_error *err) {
   char f[96];
@@ -612,13 +1041,19 @@ static inline bool ref_v5_parse_job(const json_t *job, v5_job *j, req_module *mo
       return ref_fail(err, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
     req_module *m = &mods[(*nmods)++];
     memset(m, 0, sizeof *m);
-    const char *why = NULL;
-    if (!ref_parse_name(name, m->id.debug_file, &why))
-      return ref_fail(err, f, "invalid debug_file: ", ref_reason(why));
-    if (!module_parse_debug_id(json_string_value(id), m->id.guid, &m->id.age, &why))
-      return ref_fail(err, f, "invalid breakpad_id: ", ref_reason(why));
-    m->id.format = ST_FORMAT_WINDOWS;
+    m->id.format = ST_FORMAT_WINDOWS; /* v5 names native Windows modules */
     m->skip = true;
+    const char *why = NULL;
+    char fi[112];
+    snprintf(fi, sizeof fi, "%s[1]", f);
+    if (!ref_parse_name(name, m->id.debug_file, &why)) {
+      snprintf(fi, sizeof fi, "%s[0]", f);
+      ref_module_invalid(m, f, fi, "invalid debug_file: ", ref_reason(why));
+    } else if (!ref_given_string(id)) {
+      ref_module_invalid(m, f, fi, "invalid breakpad_id: contains a NUL byte", NULL);
+    } else if (!module_set_debug_id(&m->id, json_string_value(id), &why)) {
+      ref_module_invalid(m, f, fi, "invalid breakpad_id: ", ref_reason(why));
+    }
   }
   const json_t *stack;
   json_array_foreach(j->stacks, i, stack) {
@@ -644,24 +1079,59 @@ static inline bool ref_v5_parse_job(const json_t *job, v5_job *j, req_module *mo
   return true;
 }
 
-static inline json_t *ref_v5_frame(size_t index, const json_t *e, const v5_job *j, const req_module *mods) {
+/* The module_offset as Eliot echoes it: hex of the number given ("-0x1" for
+ * Eliot's -1, "not an offset"); a hex string is normalised, and one too wide
+ * for 64 bits is echoed as it came. */
+static inline json_t *ref_v5_offset(const json_t *off, uint64_t *v, bool *usable) {
+  *usable = false;
+  if (json_is_integer(off) && json_integer_value(off) < 0) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "-0x%llx", 0ull - (unsigned long long)json_integer_value(off));
+    return json_string(buf);
+  }
+  if (ref_get_number(off, UINT64_MAX, v) != NUM_OK)
+    return ref_render_string(json_string_value(off));
+  *usable = true;
+  return ref_render_hex(*v, 0);
+}
+
+static inline json_t *ref_v5_frame(size_t index, const json_t *e, const v5_job *j, const req_module *mods,
+                        frame_status *st_out) {
   json_t *o = json_object();
   json_object_set_new(o, "frame", json_integer((json_int_t)index));
   json_int_t idx = json_integer_value(json_array_get(e, 0));
   uint64_t off = 0;
-  num_result r = ref_get_number(json_array_get(e, 1), UINT64_MAX, &off);
-  const req_module *m = NULL;
+  bool usable;
+  json_t *offj = ref_v5_offset(json_array_get(e, 1), &off, &usable);
+  const req_module *m = NULL, *r = NULL;
   if (idx >= 0 && (size_t)idx < json_array_size(j->map)) {
-    m = &mods[mods[j->mod_first + (size_t)idx].same];
-    json_object_set_new(o, "module", json_string(m->id.debug_file));
+    m = &mods[j->mod_first + (size_t)idx];
+    r = &mods[m->same];
+    /* the module's name: the PDB's, reduced to its last component, or the
+     * entry as given when that is not a valid name */
+    if (m->invalid)
+      json_object_set_new(o, "module",
+                          ref_given_or_null(json_array_get(json_array_get(j->map, (size_t)idx), 0)));
+    else
+      json_object_set_new(o, "module", json_string(m->id.debug_file));
+  } else {
+    /* Eliot's answer for index -1 (an address in no module), and pdbsym's
+     * for any index that names no entry; the Firefox Profiler's validator
+     * needs every frame to have a module */
+    json_object_set_new(o, "module", json_string("<unknown>"));
   }
-  json_object_set_new(o, "module_offset", r == NUM_OK ? ref_render_hex(off, 0) : json_string("0x0"));
-  if (!m || r != NUM_OK || off > UINT32_MAX || m->h.status != MOD_FOUND)
+  json_object_set_new(o, "module_offset", offj);
+  *st_out = !m ? (idx == -1 ? FS_UNKNOWN_ADDRESS : FS_INVALID)
+            : m->invalid ? FS_INVALID
+                         : ref_module_frame_status(r->h.status);
+  if (!m || m->invalid || !usable || off > UINT32_MAX || r->h.status != MOD_FOUND)
     return o;
   st_answer ans;
-  st_lookup_rva(m->h.st, (uint32_t)off, &ans);
-  if (ans.status != ST_OK || ans.nsyms < 1)
+  st_lookup_rva(r->h.st, (uint32_t)off, &ans);
+  if (ans.status != ST_OK || ans.nsyms < 1) {
+    *st_out = FS_UNKNOWN_ADDRESS;
     return o;
+  }
   const st_symbol *outer = &ans.syms[ans.nsyms - 1];
   json_object_set_new(o, "function", ref_render_string(outer->function ? outer->function : ""));
   if (outer->has_offset)
@@ -691,7 +1161,7 @@ static inline void ref_symbolicate_v5(api *a, const char *body, size_t len, api_
   json_t *root = ref_parse_body(body, len, out);
   if (!root)
     return;
-  v5_job jobs[V5_MAX_JOBS];
+  v5_job *jobs = NULL;
   size_t njobs = 0, nm = 0, nf = 0;
   req_module *mods = NULL;
   req_error err = {"", ""};
@@ -706,8 +1176,9 @@ static inline void ref_symbolicate_v5(api *a, const char *body, size_t len, api_
     goto done;
   }
   njobs = jl ? json_array_size(jl) : 1;
-  if (njobs > V5_MAX_JOBS) {
-    snprintf(msg, sizeof msg, "too many jobs: %zu, the limit is %d", njobs, V5_MAX_JOBS);
+  if (njobs > a->cfg->v5_max_jobs) {
+    snprintf(msg, sizeof msg, "too many jobs: %zu, the limit is v5_max_jobs = %llu", njobs,
+             (unsigned long long)a->cfg->v5_max_jobs);
     ref_api_error(out, 400, msg, "jobs");
     goto done;
   }
@@ -724,27 +1195,31 @@ static inline void ref_symbolicate_v5(api *a, const char *body, size_t len, api_
     goto done;
   }
   mods = calloc(total_map ? total_map : 1, sizeof *mods);
-  if (!mods) {
+  jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
+  if (!mods || !jobs) {
     ref_api_error(out, 500, "out of memory", NULL);
     goto done;
   }
   for (size_t i = 0; i < njobs; i++) {
     v5_job *j = &jobs[i];
-    memset(j, 0, sizeof *j);
     if (jl)
       snprintf(j->prefix, sizeof j->prefix, "jobs[%zu].", i);
     if (!ref_v5_parse_job(jl ? json_array_get(jl, i) : root, j, mods, &nm, &nf, &err)) {
       ref_api_error(out, 400, err.msg, err.field);
       goto done;
     }
-    if (nf > a->cfg->max_frames) {
-      snprintf(msg, sizeof msg, "too many frames: more than the limit max_frames = %llu",
-               (unsigned long long)a->cfg->max_frames);
-      ref_api_error(out, 400, msg, "stacks");
+    if (nf > a->cfg->v5_max_frames) {
+      char f[48];
+      snprintf(f, sizeof f, "%sstacks", j->prefix);
+      snprintf(msg, sizeof msg,
+               "too many addresses: more than the limit v5_max_frames = %llu (all jobs together)",
+               (unsigned long long)a->cfg->v5_max_frames);
+      ref_api_error(out, 400, msg, f);
       goto done;
     }
   }
-  ref_resolve_modules(a, mods, nm, engine_now_ms() + a->cfg->default_timeout * 1000u);
+  /* v5 clients (the Firefox Profiler) never ask again: wait longer */
+  ref_resolve_modules(a, mods, nm, engine_now_ms() + a->cfg->v5_timeout * 1000u);
   json_t *results = json_array();
   uint64_t counts[FS__COUNT] = {0};
   for (size_t i = 0; i < njobs; i++) {
@@ -757,9 +1232,9 @@ static inline void ref_symbolicate_v5(api *a, const char *body, size_t len, api_
       size_t k;
       const json_t *e;
       json_array_foreach(stack, k, e) {
-        json_t *fo = ref_v5_frame(k, e, j, mods);
-        counts[json_object_get(fo, "function") ? FS_OK : FS_MISSING_SYMBOLS]++;
-        json_array_append_new(st, fo);
+        frame_status fs;
+        json_array_append_new(st, ref_v5_frame(k, e, j, mods, &fs));
+        counts[fs]++;
       }
       json_array_append_new(stacks, st);
     }
@@ -776,11 +1251,14 @@ static inline void ref_symbolicate_v5(api *a, const char *body, size_t len, api_
       const req_module *r = &mods[m->same];
       if (key) {
         snprintf(key, kcap, "%s/%s", kf, ki);
+        /* null: no frame named it; false: looked for and not found, or its
+         * name or id is invalid (as Eliot answers a module it cannot find) */
         json_object_set_new(found, key,
-                            m->skip ? json_null() : json_boolean(r->h.status == MOD_FOUND));
+                            m->skip ? json_null()
+                                    : json_boolean(!m->invalid && r->h.status == MOD_FOUND));
         free(key);
       }
-      if (!m->skip && m->same == (size_t)(m - mods))
+      if (!m->skip && !m->invalid && m->same == (size_t)(m - mods))
         mt_module(m->h.status);
     }
     json_object_set_new(res, "stacks", stacks);
@@ -798,6 +1276,7 @@ static inline void ref_symbolicate_v5(api *a, const char *body, size_t len, api_
   out->modules = (long)nm;
 done:
   free(mods);
+  free(jobs);
   json_decref(root);
 }
 
@@ -823,12 +1302,6 @@ static inline void ref_module_info(api *a, const char *path, const char *query_f
     ref_api_error(out, 400, msg, "debug_file");
     return;
   }
-  if (!module_parse_debug_id(slash + 1, m.guid, &m.age, &why)) {
-    char msg[300];
-    snprintf(msg, sizeof msg, "invalid debug_id: %s", ref_reason(why));
-    ref_api_error(out, 400, msg, "debug_id");
-    return;
-  }
   if (query_format) {
     if (!strcmp(query_format, "windows"))
       m.format = ST_FORMAT_WINDOWS;
@@ -838,6 +1311,12 @@ static inline void ref_module_info(api *a, const char *path, const char *query_f
       ref_api_error(out, 400, "format must be windows or portable", "format");
       return;
     }
+  }
+  if (!module_set_debug_id(&m, slash + 1, &why)) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "invalid debug_id: %s", ref_reason(why));
+    ref_api_error(out, 400, msg, "debug_id");
+    return;
   }
   /* only what the cache holds: a module it does not hold is never fetched here */
   mod_handle h;
@@ -917,6 +1396,9 @@ static inline void ref_api_handle(api *a, api_route_id route, const char *path, 
   }
   case RT_SYMBOLICATE_V5:
     ref_symbolicate_v5(a, body ? body : "", len, out);
+    return;
+  case RT_TRACES: /* streamed by http.c, never buffered */
+    ref_api_error(out, 500, "POST /traces is answered by the HTTP layer", NULL);
     return;
   case RT_OTHER:
   case RT__COUNT:

@@ -4,12 +4,12 @@
  * here, for the tests only, as the reference the streaming renderer
  * (render.c on jsonw.h) is compared with, byte for byte
  * (test_render_equiv.c, test_jsonw.c).  Copied from render.c at main
- * dbe07f6; only the names changed (ref_ prefix) and everything is static.
+ * 3eaa4ed by tests/unit/make_ref.py; only the names changed (ref_ prefix)
+ * and everything is static.
  */
 #ifndef PDBSYM_TEST_RENDER_REF_H
 #define PDBSYM_TEST_RENDER_REF_H
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,16 +18,19 @@
 
 #include <jansson.h>
 
+#include "clrnames.h"
 #include "module.h"
+#include "pe.h"
 #include "render.h" /* render_frame, the description of a frame both renderers take */
 #include "symtab.h"
 
-/* Per-module rendering state, as render.h had it: the Source Link map as a
- * jansson object. */
+/* Per-module rendering state, as render.h had it. */
 typedef struct {
   const symtab *st;
-  json_t *sourcelink;
 } ref_render_module;
+
+
+
 
 /* A JSON string from bytes that may not be valid UTF-8 (names and paths come
  * from untrusted files): invalid sequences become U+FFFD instead of the field
@@ -79,7 +82,6 @@ static inline json_t *ref_render_string(const char *s) {
   return j ? j : json_string("");
 }
 
-
 static inline json_t *ref_render_hex(uint64_t v, int width) {
   char buf[24];
   snprintf(buf, sizeof buf, "0x%0*" PRIx64, width, v);
@@ -93,66 +95,23 @@ static inline char *ref_dump(json_t *o) {
   return s;
 }
 
-static inline void ref_render_module_init(ref_render_module *rm, const symtab *st) {
-  rm->st = st;
-  rm->sourcelink = NULL;
-  if (!st || !st->source_link)
-    return;
-  json_error_t err;
-  json_t *root = json_loads(st_s(st, st->source_link), 0, &err);
-  if (!root)
-    return;
-  json_t *docs = json_object_get(root, "documents");
-  if (json_is_object(docs))
-    rm->sourcelink = json_incref(docs);
-  json_decref(root);
-}
+static inline void ref_render_module_init(ref_render_module *rm, const symtab *st) { rm->st = st; }
 
-static inline void ref_render_module_free(ref_render_module *rm) {
-  json_decref(rm->sourcelink);
-  rm->sourcelink = NULL;
-}
+static inline void ref_render_module_free(ref_render_module *rm) { rm->st = NULL; }
 
+/* The map is the symtab's (parsed once per module, sourcelink.h): Portable
+ * PDBs' Source Link, Windows PDBs' sourcelink streams and srcsrv alike. */
 static inline bool ref_render_source_link(const ref_render_module *rm, const char *path, char *out, size_t cap) {
-  if (!rm->sourcelink || !path || !cap)
-    return false;
-  const char *key;
-  json_t *val;
-  const char *best_url = NULL;
-  size_t best_len = 0;
-  bool best_wild = false;
-  json_object_foreach(rm->sourcelink, key, val) {
-    if (!json_is_string(val))
-      continue;
-    size_t kl = strlen(key);
-    bool wild = kl > 0 && key[kl - 1] == '*';
-    size_t pl = wild ? kl - 1 : kl;
-    if (strlen(path) < pl)
-      continue;
-    bool match = true;
-    for (size_t i = 0; i < pl && match; i++)
-      match = tolower((unsigned char)key[i]) == tolower((unsigned char)path[i]);
-    if (!match || (!wild && path[pl] != '\0'))
-      continue;
-    if (!best_url || pl > best_len || (!wild && best_wild)) {
-      best_url = json_string_value(val);
-      best_len = pl;
-      best_wild = wild;
-    }
+  return rm->st && path && st_source_link(rm->st, path, out, cap);
+}
+
+static inline const char *ref_generated_name(uint32_t g) {
+  switch (g) {
+  case CN_LAMBDA: return "lambda";
+  case CN_LOCAL_FUNCTION: return "local_function";
+  case CN_STATE_MACHINE: return "state_machine";
+  default: return NULL;
   }
-  if (!best_url)
-    return false;
-  size_t o = 0;
-  for (const char *u = best_url; *u && o + 1 < cap; u++) {
-    if (*u == '*' && best_wild) {
-      for (const char *r = path + best_len; *r && o + 1 < cap; r++)
-        out[o++] = *r == '\\' ? '/' : *r;
-    } else {
-      out[o++] = *u;
-    }
-  }
-  out[o] = '\0';
-  return true;
 }
 
 /* The "symbols" array for an answer (innermost first). */
@@ -186,6 +145,13 @@ static inline json_t *ref_render_symbols(const ref_render_module *rm, const st_a
       json_object_set_new(o, "function_offset", ref_render_hex(s->function_offset, 0));
     if (s->async_method)
       json_object_set_new(o, "async_method", ref_render_string(s->async_method));
+    const char *gen = ref_generated_name(s->generated);
+    if (s->user_method && gen) {
+      json_object_set_new(o, "user_method", ref_render_string(s->user_method));
+      json_object_set_new(o, "generated", json_string(gen));
+      if (s->local_function)
+        json_object_set_new(o, "local_function", ref_render_string(s->local_function));
+    }
     json_array_append_new(arr, o);
   }
   return arr;
@@ -202,6 +168,10 @@ static inline json_t *ref_render_frame_obj(const ref_render_module *rm, const re
   } else if (f->has_address) {
     json_object_set_new(o, "rva", ref_render_hex(f->rva_or_token, 0));
   }
+  if (f->has_instruction_addr)
+    json_object_set_new(o, "instruction_addr", ref_render_hex(f->instruction_addr, 0));
+  if (f->adjusted)
+    json_object_set_new(o, "adjust_instruction_addr", json_true());
   if (f->answer)
     json_object_set_new(o, "symbols", ref_render_symbols(rm, f->answer));
   if (f->error)
@@ -220,7 +190,8 @@ static inline char *ref_render_frame_json(const ref_render_module *rm, const ren
 static inline json_t *ref_render_answer_obj(const ref_render_module *rm, const st_answer *a, int module,
                           bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
   char msg[96];
-  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL};
+  render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL,
+                    false, 0, false};
   if (a->status != ST_OK) {
     if (is_managed)
       snprintf(msg, sizeof msg, "no method 0x%08x in this module", rva_or_token);
@@ -238,7 +209,53 @@ static inline char *ref_render_answer_json(const ref_render_module *rm, const st
   return ref_dump(ref_render_answer_obj(rm, a, module, is_managed, rva_or_token, il_offset));
 }
 
-static inline char *ref_render_symtab_json(const symtab *st, const char *file) {
+static inline json_t *ref_symtab_obj(const symtab *st, const char *file);
+
+static inline char *ref_render_symtab_json(const symtab *st, const char *file) { return ref_dump(ref_symtab_obj(st, file)); }
+
+static inline char *ref_render_pe_json(const pe_info *pe, const char *file, const char *code_file,
+                     const symtab *embedded) {
+  json_t *o = json_object();
+  json_object_set_new(o, "file", ref_render_string(file));
+  json_object_set_new(o, "format", json_string("pe"));
+  json_object_set_new(o, "machine", ref_render_hex(pe->machine, 0));
+  json_object_set_new(o, "managed", json_boolean(pe->is_dotnet));
+  char code_id[24];
+  snprintf(code_id, sizeof code_id, "%08X%x", pe->timestamp, pe->size_of_image);
+  json_object_set_new(o, "code_file", ref_render_string(code_file));
+  json_object_set_new(o, "code_id", json_string(code_id));
+  json_t *cvs = json_array();
+  for (int i = 0; i < pe->ncodeview && i < PE_MAX_CODEVIEW; i++) {
+    const pe_codeview *cv = &pe->codeview[i];
+    json_t *e = json_object();
+    char name[MODULE_NAME_MAX + 1], id[48], hex[33], bp[48];
+    const char *why;
+    if (module_parse_file_name(cv->path, name, sizeof name, &why))
+      json_object_set_new(e, "debug_file", ref_render_string(name));
+    else
+      json_object_set_new(e, "debug_file", json_null());
+    module_debug_id(cv->guid, cv->age, id);
+    module_guid_hex(cv->guid, hex);
+    snprintf(bp, sizeof bp, "%s%X", hex, cv->age);
+    if (cv->portable)
+      id[36] = '\0'; /* a Portable PDB is named by its GUID alone (its age is ignored) */
+    json_object_set_new(e, "debug_id", json_string(id));
+    json_object_set_new(e, "breakpad_id", cv->portable ? json_null() : json_string(bp));
+    json_object_set_new(e, "format", json_string(cv->portable ? "portable" : "windows"));
+    json_object_set_new(e, "pdb_path", ref_render_string(cv->path));
+    if (i == 0) {
+      const char *keys[] = {"debug_file", "debug_id", "breakpad_id"};
+      for (size_t k = 0; k < 3; k++)
+        json_object_set(o, keys[k], json_object_get(e, keys[k]));
+    }
+    json_array_append_new(cvs, e);
+  }
+  json_object_set_new(o, "codeview", cvs);
+  json_object_set_new(o, "embedded_pdb", embedded ? ref_symtab_obj(embedded, file) : json_false());
+  return ref_dump(o);
+}
+
+static inline json_t *ref_symtab_obj(const symtab *st, const char *file) {
   char id[48];
   uint32_t age = st->ident.format == ST_FORMAT_PORTABLE ? 0 : st->ident.age;
   module_debug_id(st->ident.guid, age, id);
@@ -264,7 +281,7 @@ static inline char *ref_render_symtab_json(const symtab *st, const char *file) {
   json_object_set_new(o, "sequence_points", json_integer((json_int_t)st->nseqpts));
   json_object_set_new(o, "source_link", json_boolean(st->source_link != 0));
   json_object_set_new(o, "memory_bytes", json_integer((json_int_t)st_memory_size(st)));
-  return ref_dump(o);
+  return o;
 }
 
 #endif

@@ -3,8 +3,8 @@
  * on every native fixture (tests/fixtures/native): each code byte of every
  * row llvm-symbolizer answered is looked up (addresses on standard input,
  * one JSON object per output line) and the answer judged by fx_answer_ok
- * (the llvm-symbolizer rows, or the llvm-pdbutil reading where
- * llvm-symbolizer 14 is known to be wrong; see tests/unit/fixtures.h).
+ * (every frame equal to llvm-symbolizer 19's rows, or to the llvm-pdbutil
+ * reading where several line entries share an address; tests/unit/fixtures.h).
  * A public-symbol fallback is compared by its decorated name ("mangled"), as
  * llvm-symbolizer ran with --no-demangle.  Native columns (the -col builds)
  * are not compared: the contract promises columns for managed frames only,

@@ -143,25 +143,34 @@ TEST(keys) {
   CHECK(module_parse_file_name("C:\\src\\out\\Foo.pdb", m.debug_file, sizeof m.debug_file, &why));
   CHECK(module_parse_debug_id("3773e353-0b2e-4938-82ec-a7324b16c2d9-2a", m.guid, &m.age, &why));
   char c[FETCH_VARIANTS][FETCH_REL_MAX];
-  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_WINDOWS, false, c), FETCH_VARIANTS);
+  /* the age has a hex letter: symstore's mixed case (age %x) is a casing of its own */
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_WINDOWS, false, c), 13);
   CHECK_EQ_S(c[0], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/Foo.pdb");
   CHECK_EQ_S(c[1], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/Foo.pd_");
   CHECK_EQ_S(c[2], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/file.ptr");
-  CHECK_EQ_S(c[3], "foo.pdb/3773e3530b2e493882eca7324b16c2d92a/foo.pdb");
-  CHECK_EQ_S(c[4], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/Foo.pdb");
-  CHECK_EQ_S(c[5], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/Foo.pd_");
-  CHECK_EQ_S(c[6], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/file.ptr");
-  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_PORTABLE, false, c), FETCH_VARIANTS);
+  CHECK_EQ_S(c[3], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D92a/Foo.pdb");
+  CHECK_EQ_S(c[4], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D92a/Foo.pd_");
+  CHECK_EQ_S(c[5], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D92a/file.ptr");
+  CHECK_EQ_S(c[6], "foo.pdb/3773e3530b2e493882eca7324b16c2d92a/foo.pdb");
+  CHECK_EQ_S(c[7], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/Foo.pdb");
+  CHECK_EQ_S(c[8], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/Foo.pd_");
+  CHECK_EQ_S(c[9], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92A/file.ptr");
+  CHECK_EQ_S(c[10], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92a/Foo.pdb");
+  CHECK_EQ_S(c[12], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D92a/file.ptr");
+  /* Portable: FFFFFFFF in every casing but SSQP's; no mixed case, so 7 paths */
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_PORTABLE, false, c), 7);
   CHECK_EQ_S(c[0], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D9FFFFFFFF/Foo.pdb");
   CHECK_EQ_S(c[3], "foo.pdb/3773e3530b2e493882eca7324b16c2d9ffffffff/foo.pdb");
-  /* age 0 and the Breakpad form */
+  CHECK_EQ_S(c[4], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D9FFFFFFFF/Foo.pdb");
+  /* age 0 and the Breakpad form: an age of digits only has one casing */
   CHECK(module_parse_debug_id("3773E3530B2E493882ECA7324B16C2D90", m.guid, &m.age, &why));
-  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_WINDOWS, false, c), FETCH_VARIANTS);
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_WINDOWS, false, c), 7);
   CHECK_EQ_S(c[0], "Foo.pdb/3773E3530B2E493882ECA7324B16C2D90/Foo.pdb");
+  CHECK_EQ_S(c[6], "Fo/Foo.pdb/3773E3530B2E493882ECA7324B16C2D90/file.ptr");
   /* tecken's qipcap64 directory (a real symbol-server path) */
   CHECK(module_parse_debug_id("293A285ED25871934C4C44205044422E1", m.guid, &m.age, &why));
   snprintf(m.debug_file, sizeof m.debug_file, "qipcap64.pdb");
-  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_WINDOWS, false, c), FETCH_VARIANTS);
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_WINDOWS, false, c), 7);
   CHECK_EQ_S(c[1], "qipcap64.pdb/293A285ED25871934C4C44205044422E1/qipcap64.pd_");
 }
 
@@ -174,15 +183,33 @@ TEST(image_keys) {
   CHECK(module_parse_file_name("libEGL.dll", m.code_file, sizeof m.code_file, &why));
   CHECK(module_parse_code_id("6a4b8eee10000", &m.code_timestamp, &m.code_size, &why));
   m.has_code_id = true;
-  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), FETCH_VARIANTS);
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 7);
   /* tecken: libEGL.dll/6A4B8EEE10000/libEGL.dl_ */
   CHECK_EQ_S(c[0], "libEGL.dll/6A4B8EEE10000/libEGL.dll");
   CHECK_EQ_S(c[1], "libEGL.dll/6A4B8EEE10000/libEGL.dl_");
   CHECK_EQ_S(c[3], "libegl.dll/6a4b8eee10000/libegl.dll");
   /* a timestamp with leading zeros keeps 8 digits */
   CHECK(module_parse_code_id("0000abcd2000", &m.code_timestamp, &m.code_size, &why));
-  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), FETCH_VARIANTS);
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 7);
   CHECK_EQ_S(c[0], "libEGL.dll/0000ABCD2000/libEGL.dll");
+  /* symstore.exe's {TimeDateStamp:X8}{SizeOfImage:x} (issue 14: CB649951a000) */
+  CHECK(module_parse_file_name("Holdout.Store.dll", m.code_file, sizeof m.code_file, &why));
+  CHECK(module_parse_code_id("cb649951A000", &m.code_timestamp, &m.code_size, &why));
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 13);
+  CHECK_EQ_S(c[0], "Holdout.Store.dll/CB649951A000/Holdout.Store.dll");
+  CHECK_EQ_S(c[3], "Holdout.Store.dll/CB649951a000/Holdout.Store.dll");
+  CHECK_EQ_S(c[4], "Holdout.Store.dll/CB649951a000/Holdout.Store.dl_");
+  CHECK_EQ_S(c[6], "holdout.store.dll/cb649951a000/holdout.store.dll");
+  CHECK_EQ_S(c[7], "Ho/Holdout.Store.dll/CB649951A000/Holdout.Store.dll");
+  /* the caller's own spelling of the code id is one more casing, last */
+  snprintf(m.code_id_text, sizeof m.code_id_text, "cb649951A000");
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 14);
+  CHECK_EQ_S(c[13], "Holdout.Store.dll/cb649951A000/Holdout.Store.dll");
+  /* ... not when it spells one of the others, nor when it names another image */
+  snprintf(m.code_id_text, sizeof m.code_id_text, "CB649951a000");
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 13);
+  snprintf(m.code_id_text, sizeof m.code_id_text, "cb649951b000");
+  CHECK_EQ_U(fetch_candidates(&m, ST_FORMAT_UNKNOWN, true, c), 13);
 }
 
 TEST(url_escape) {

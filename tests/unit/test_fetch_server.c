@@ -148,10 +148,10 @@ static void module(module_id *m, const char *name, uint32_t age) {
 }
 
 /* verify: the file's bytes must equal ctx (a NUL-terminated string) */
-static bool verify_content(void *ctx, const char *path, ps_diag *diag) {
+static bool verify_content(void *ctx, const fetch_file *file, ps_diag *diag) {
   const char *want = ctx;
   char got[256] = "";
-  FILE *f = fopen(path, "rb");
+  FILE *f = fopen(file->path, "rb");
   size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
   if (f)
     fclose(f);
@@ -168,7 +168,7 @@ static fetcher *open_fetcher(const char *sp, int parallel) {
   memset(&cfg, 0, sizeof cfg);
   cfg.symbol_path = sp;
   cfg.tmp_dir = tmpd;
-  cfg.retry_base_ms = 50;
+  cfg.lim.retry_base_ms = 50;
   cfg.max_parallel_per_source = parallel;
   fetcher *f = NULL;
   ps_diag d;
@@ -179,12 +179,13 @@ static fetcher *open_fetcher(const char *sp, int parallel) {
 
 TEST(verify_mismatch_next_source) {
   reset();
-  /* the first source serves another PDB at the right path; a local folder has the right one */
+  /* the first source serves another PDB at the right path; a second one (a
+   * little slower, so the first answer is checked first) has the right one */
   write_file("a/wrong.pdb/3773E3530B2E493882ECA7324B16C2D91/wrong.pdb", "other pdb", 9);
-  char local[400], sp[600];
-  snprintf(local, sizeof local, "%s/b", root);
   write_file("b/wrong.pdb/3773E3530B2E493882ECA7324B16C2D91/wrong.pdb", "right pdb", 9);
-  snprintf(sp, sizeof sp, "srv*%s/a;%s", base_url, local);
+  control("{\"/b/wrong.pdb/3773E3530B2E493882ECA7324B16C2D91/wrong.pdb\": {\"delay\": 0.3}}");
+  char sp[600];
+  snprintf(sp, sizeof sp, "srv*%s/a;srv*%s/b", base_url, base_url);
   fetcher *f = open_fetcher(sp, 0);
   if (!f)
     return;
@@ -196,10 +197,27 @@ TEST(verify_mismatch_next_source) {
   fetch_status st = fetch_pdb(f, &m, ST_FORMAT_WINDOWS, verify_content, "right pdb", path,
                               sizeof path, src, sizeof src, &d);
   CHECK_EQ_U(st, FETCH_FOUND);
-  CHECK(strstr(src, local) == src);
+  CHECK(strstr(src, "/b/wrong.pdb") != NULL);
   CHECK_EQ_U(hits("/a/wrong.pdb/3773E3530B2E493882ECA7324B16C2D91/wrong.pdb"), 1);
-  CHECK_EQ_U(hits(NULL), 1); /* no other variant asked of the mismatching source */
+  CHECK_EQ_U(hits(NULL), 2); /* no other variant asked of the mismatching source */
   unlink(path);
+  /* a folder source is read before the HTTP ones: the right file there means
+   * no request at all */
+  char local[400], sp2[900];
+  snprintf(local, sizeof local, "%s/c", root);
+  write_file("c/wrong.pdb/3773E3530B2E493882ECA7324B16C2D91/wrong.pdb", "right pdb", 9);
+  snprintf(sp2, sizeof sp2, "srv*%s/a;%s", base_url, local);
+  fetcher *f2 = open_fetcher(sp2, 0);
+  if (f2) {
+    ps_diag_clear(&d);
+    st = fetch_pdb(f2, &m, ST_FORMAT_WINDOWS, verify_content, "right pdb", path, sizeof path,
+                   src, sizeof src, &d);
+    CHECK_EQ_U(st, FETCH_FOUND);
+    CHECK(strstr(src, local) == src);
+    CHECK_EQ_U(hits(NULL), 2);
+    unlink(path);
+    fetch_close(f2);
+  }
   /* the mismatch alone: an error naming the mismatch, nothing left behind */
   ps_diag_clear(&d);
   st = fetch_pdb(f, &m, ST_FORMAT_WINDOWS, verify_content, "third pdb", path, sizeof path, src,
@@ -236,19 +254,19 @@ TEST(remembered_variant) {
                        sizeof src, &d),
              FETCH_FOUND);
   unlink(path);
-  CHECK_EQ_U(hits(NULL), 2); /* .pdb (404) then .pd_ */
+  CHECK_EQ_U(hits(NULL), 3); /* .pdb (404), then .pd_ and file.ptr together */
   module(&m, "two.pdb", 1);
   CHECK_EQ_U(fetch_pdb(f, &m, ST_FORMAT_WINDOWS, verify_content, "two", path, sizeof path, src,
                        sizeof src, &d),
              FETCH_FOUND);
   unlink(path);
-  CHECK_EQ_U(hits(NULL), 3); /* the .pd_ variant straight away */
+  CHECK_EQ_U(hits(NULL), 4); /* the .pd_ variant straight away */
   /* a miss on a flat store: index2 variants are no longer probed */
   module(&m, "none.pdb", 1);
   CHECK_EQ_U(fetch_pdb(f, &m, ST_FORMAT_WINDOWS, NULL, NULL, path, sizeof path, src, sizeof src,
                        &d),
              FETCH_NOT_FOUND);
-  CHECK_EQ_U(hits(NULL), 3 + 4); /* .pd_, .pdb, file.ptr, lowercase */
+  CHECK_EQ_U(hits(NULL), 4 + 4); /* .pd_, then .pdb and file.ptr, then lowercase */
   CHECK_EQ_U(files_in(tmpd), 0);
   fetch_close(f);
 }
@@ -319,8 +337,7 @@ TEST(parallel_limit) {
 
 int main(void) {
   if (system("python3 -c 'import http.server' >/dev/null 2>&1") != 0) {
-    printf("skipped: python3 not available\n");
-    return 77;
+    return test_skip_all("python3 not available (it runs tests/symserver.py)");
   }
   const char *t = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
   snprintf(root, sizeof root, "%s/pdbsym-test-fetch-XXXXXX", t);

@@ -362,11 +362,14 @@ TEST(expected_answers) {
 }
 
 /* The crosscheck files: well formed, known notes, inside the code, and each
- * row agrees with the expected row on the frame count and the names. */
+ * row agrees with the expected row on the frame count and the names.  With
+ * LLVM 19 the decoding and llvm-symbolizer agree on every inline frame; they
+ * differ only on the two outermost-line conventions, on a bounded number of
+ * bytes (tests/fixtures/native/README.md). */
 TEST(crosscheck_rows) {
   fx_manifest m;
   CHECK(fx_manifest_load(&m) == 0);
-  size_t inline_rows = 0;
+  size_t dup_bytes = 0, first_bytes = 0;
   for (size_t i = 0; i < m.count; i++) {
     const fx_entry *e = &m.entries[i];
     fx_blob exe;
@@ -379,12 +382,13 @@ TEST(crosscheck_rows) {
     size_t bad = 0;
     for (size_t r = 0; r < cc.count; r++) {
       const fx_row *c = &cc.rows[r];
-      int known = c->note && (strcmp(c->note, "inline-line") == 0 ||
-                              strcmp(c->note, "dup-line") == 0 ||
-                              strcmp(c->note, "before-first-line") == 0 ||
-                              strcmp(c->note, "inline-line,before-first-line") == 0);
-      inline_rows += c->note && strstr(c->note, "inline-line") != NULL;
-      int ok = known && c->nframes > 0 && pe_in_code(&pe, c->start, c->end);
+      int dup = c->note && strcmp(c->note, "dup-line") == 0;
+      int first = c->note && strcmp(c->note, "before-first-line") == 0;
+      if (dup)
+        dup_bytes += c->end - c->start;
+      if (first)
+        first_bytes += c->end - c->start;
+      int ok = (dup || first) && c->nframes > 0 && pe_in_code(&pe, c->start, c->end);
       for (uint32_t rva = c->start; ok && rva < c->end; rva++) {
         const fx_row *w = fx_expected_find(&x, rva);
         ok = w && w->nframes == c->nframes;
@@ -404,12 +408,17 @@ TEST(crosscheck_rows) {
     fx_expected_free(&x);
     fx_expected_free(&cc);
   }
-  CHECK(inline_rows > 0);
+  printf("  crosscheck: dup-line on %zu bytes, before-first-line on %zu bytes\n", dup_bytes,
+         first_bytes);
+  CHECK(dup_bytes > 0);
+  CHECK_LE(dup_bytes, 30);
+  CHECK_LE(first_bytes, 70);
   fx_manifest_free(&m);
 }
 
-/* fx_answer_ok accepts the expected answer where llvm-symbolizer is right,
- * the crosscheck answer everywhere, and rejects an answer one line off. */
+/* fx_answer_ok accepts the expected answer, the crosscheck answer instead
+ * where its note is dup-line, and rejects the other one there, an answer one
+ * line off and an empty answer. */
 TEST(answer_rules) {
   fx_manifest m;
   CHECK(fx_manifest_load(&m) == 0);
@@ -421,12 +430,14 @@ TEST(answer_rules) {
     for (size_t r = 0; r < x.count; r++) {
       for (uint32_t rva = x.rows[r].start; rva < x.rows[r].end; rva++) {
         const fx_row *e = &x.rows[r], *c = fx_expected_find(&cc, rva);
+        int dup = c && c->note && strcmp(c->note, "dup-line") == 0;
+        const fx_row *right = dup ? c : e, *wrong = dup ? e : c;
         fx_frame fr[16];
-        size_t n = e->nframes < 16 ? e->nframes : 16;
-        memcpy(fr, c ? c->frames : e->frames, n * sizeof fr[0]);
+        size_t n = right->nframes < 16 ? right->nframes : 16;
+        memcpy(fr, right->frames, n * sizeof fr[0]);
         int ok = fx_answer_ok(&x, &cc, rva, fr, n);
-        if (!c || !strstr(c->note, "inline-line"))
-          ok = ok && fx_answer_ok(&x, &cc, rva, e->frames, e->nframes);
+        if (wrong)
+          ok = ok && !fx_answer_ok(&x, &cc, rva, wrong->frames, wrong->nframes);
         fr[0].line++;
         ok = ok && !fx_answer_ok(&x, &cc, rva, fr, n);
         ok = ok && !fx_answer_ok(&x, &cc, rva, fr, 0);
@@ -444,12 +455,13 @@ TEST(answer_rules) {
   fx_manifest_free(&m);
 }
 
-/* Rebuilding takes about 25 s and needs clang, lld and llvm 14, so it runs
- * only on request: PDBSYM_REBUILD_FIXTURES=1. */
+/* Rebuilding takes about a minute and needs clang and lld 14 (the committed
+ * images are theirs) and LLVM 19's tools, so it runs only on request:
+ * PDBSYM_REBUILD_FIXTURES=1. */
 TEST(rebuild_reproduces) {
   const char *want = getenv("PDBSYM_REBUILD_FIXTURES");
   if (!want || strcmp(want, "1") != 0)
-    SKIP("set PDBSYM_REBUILD_FIXTURES=1 to rebuild the native fixtures and compare");
+    SKIP_OPTIN("set PDBSYM_REBUILD_FIXTURES=1 to rebuild the native fixtures and compare");
   const char *root = getenv("PDBSYM_SOURCE_DIR");
   char cmd[4096];
   int n = snprintf(cmd, sizeof cmd, "'%s/tests/fixtures/build-native.sh' --check >&2",

@@ -72,7 +72,9 @@ static void on_row(char **cols, int ncols, void *ctx) {
       ps_diag_clear(&d);
       CHECK_EQ_U(ppdb_identify(data, len, &info, &d), PS_E_OK);
       bool asm_found = find_assembly(rel, pairing, pe_path, sizeof pe_path);
-      check_table(rel, &st, oracle, asm_found ? pe_path : NULL, data, len);
+      char key[1100];
+      snprintf(key, sizeof key, "corpus/%s", rel);
+      check_table(rel, key, &st, oracle, asm_found ? pe_path : NULL, data, len);
     }
   } else {
     uint8_t *pdb = NULL;
@@ -97,8 +99,10 @@ static void on_row(char **cols, int ncols, void *ctx) {
         t_failed_checks++;
         fprintf(stderr, "  %s: embedded id %s, MANIFEST %s\n", rel, got, want);
       }
+      char key[1100];
+      snprintf(key, sizeof key, "corpus/%s", rel);
       if (oracle_path(abs, oracle, sizeof oracle))
-        check_table(rel, &st, oracle, abs, pdb, pdb_len);
+        check_table(rel, key, &st, oracle, abs, pdb, pdb_len);
     }
     free(pdb);
   }
@@ -110,7 +114,7 @@ TEST(corpus_sequence_points) {
   if (!cu_corpus_dir(corpus, sizeof corpus))
     SKIP("../shared/corpus absent");
   CHECK(cu_manifest(corpus, on_row, NULL));
-  long p = 0, a = 0;
+  long p = 0, a = 0, km = 0;
   printf("  %-40s %6s %9s %9s %9s %9s\n", "folder", "files", "points", "agree", "between",
          "names");
   for (int i = 0; i < ntallies; i++) {
@@ -119,20 +123,22 @@ TEST(corpus_sequence_points) {
            t->files, t->points, t->agree, t->between_ok, t->between, t->names_ok, t->names);
     p += t->points;
     a += t->agree;
+    km += t->kick_meta;
     CHECK_EQ_U(t->agree, t->points);
     CHECK_EQ_U(t->between_ok, t->between);
     CHECK_EQ_U(t->names_ok, t->names);
   }
   printf("  total: %d files, %ld points, %ld agree; %ld/%ld documents agree\n", files_seen, p,
          a, docs_ok, docs_compared);
+  printf("  %ld points of MoveNext methods whose PDB names no kickoff got it from the image's\n"
+         "  state-machine attributes, as reflection pairs them\n", km);
   CHECK_EQ_U(docs_ok, docs_compared);
   CHECK(files_seen > 0 && p > 0);
+  hidden_report();
+  CHECK(hidden_runtime > 10000);
 }
 
 int main(void) {
   RUN(corpus_sequence_points);
-  int rc = test_summary();
-  if (rc == 0 && t_skipped && !t_passed)
-    return 77;
-  return rc;
+  return test_summary();
 }

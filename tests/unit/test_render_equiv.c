@@ -263,23 +263,55 @@ TEST(every_kind_of_frame_renders_the_same) {
   st_answer a;
   if (st)
     st_lookup_rva(st, st->nfuncs ? st->funcs[0].rva : 0, &a);
+  /* and a synthetic answer with a symbol of every shape: every optional
+   * field alone and together, .NET generated code of each kind (and a kind
+   * the renderer does not know, which names no user method) */
+  static const char *const strs[] = {NULL, "", "N.T.<M>b__0_0", "caf\xc3\xa9 \"q\"\\\x01",
+                                     "bad \xff\xfe utf8"};
+  st_answer syn;
+  memset(&syn, 0, sizeof syn);
+  syn.status = ST_OK;
+  for (int k = 0; k <= ST_MAX_INLINE_DEPTH; k++) {
+    st_symbol *y = &syn.syms[k];
+    uint64_t r = rnd();
+    y->function = strs[1 + r % 4];
+    y->mangled = strs[(r >> 3) % 5];
+    y->file = strs[(r >> 6) % 5];
+    y->has_line = (r >> 9) & 1;
+    y->line = (uint32_t)(r >> 10) & 0xfffff;
+    y->has_column = (r >> 30) & 1;
+    y->column = (uint32_t)(r >> 31) & 0xff;
+    y->end_line = y->line + 3;
+    y->end_column = 0xffffffffu;
+    y->has_offset = (r >> 40) & 1;
+    y->function_offset = (uint32_t)(r >> 41) & 0xffff;
+    y->inlined = (r >> 57) & 1;
+    y->hidden = (r >> 58) & 1;
+    y->async_method = (r >> 59) & 1 ? strs[2 + k % 3] : NULL;
+    y->generated = (uint32_t)(k % 5); /* CN_NONE .. CN_STATE_MACHINE, and 4 */
+    y->user_method = (r >> 60) & 1 ? NULL : strs[2 + (k + 1) % 3];
+    y->local_function = (r >> 61) & 1 ? strs[2 + (k + 2) % 3] : NULL;
+    syn.nsyms = k + 1;
+  }
   for (size_t s = 0; s < 7; s++)
     for (int mod = -1; mod < 2; mod++)
       for (int addr = 0; addr < 3; addr++)
         for (size_t e = 0; e < 4; e++)
           for (int ra = -1; ra < 2; ra += 2)
-            for (int in = 0; in < 2; in++) {
-              render_frame f = {statuses[s], mod * 1000003LL, addr > 0, addr == 2,
-                                addr == 2 ? 0x06000123u : 0xfffff12u, 77,
-                                st && s == 0 ? &a : NULL, errors[e], ra * 5LL,
-                                in ? "0x12 bogus\t\"x\"" : NULL};
-              char *want = ref_render_frame_json(&ref, &f), *got = render_frame_json(&rm, &f);
-              n++;
-              if (!same_text("frame kind", want, got, &(int){bad < 3 ? 1 : 0}))
-                bad++;
-              free(want);
-              free(got);
-            }
+            for (int in = 0; in < 2; in++)
+              for (int ia = 0; ia < 4; ia++) {
+                const st_answer *ans = s != 0 ? NULL : ia >= 2 ? &syn : st ? &a : NULL;
+                render_frame f = {statuses[s], mod * 1000003LL, addr > 0, addr == 2,
+                                  addr == 2 ? 0x06000123u : 0xfffff12u, 77, ans, errors[e],
+                                  ra * 5LL, in ? "0x12 bogus\t\"x\"" : NULL, ia & 1,
+                                  0x7ff6a0001234ull + (uint64_t)ia, (ia + in) % 3 == 1};
+                char *want = ref_render_frame_json(&ref, &f), *got = render_frame_json(&rm, &f);
+                n++;
+                if (!same_text("frame kind", want, got, &(int){bad < 3 ? 1 : 0}))
+                  bad++;
+                free(want);
+                free(got);
+              }
   render_module_free(&rm);
   ref_render_module_free(&ref);
   printf("  %d frames of every status and shape, %d differ\n", n, bad);
@@ -345,6 +377,64 @@ TEST(source_link_maps_resolve_the_same) {
   CHECK_EQ_U(bad, 0);
 }
 
+/* pdbsym dump of a PE image: every fixture image, with and without a table
+ * under embedded_pdb, and made-up CodeView entries (portable, unnamed,
+ * names that are not UTF-8, more entries than the renderer lists). */
+TEST(every_pe_dump_renders_the_same) {
+  if (!nmods)
+    SKIP("no fixtures");
+  static const char *const images[] = {
+      "tests/fixtures/managed/portable-release/Demo.dll", "tests/fixtures/managed/windows-debug/Demo.dll",
+      "tests/fixtures/managed/embedded-debug/Demo.dll", "tests/fixtures/native/cpp-x64-O2.exe",
+      "tests/fixtures/native/c-x86-O0.exe", "tests/fixtures/native/c-arm64-O2.exe",
+      "tests/fixtures/nettrace/net10.0/Workload.dll"};
+  int bad = 0, n = 0;
+  for (size_t i = 0; i < sizeof images / sizeof images[0]; i++) {
+    char *path = source_path(images[i]);
+    fx_blob b = {0};
+    pe_info pe;
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (fx_read_path(path, &b) != 0 || pe_parse(b.data, b.len, &pe, &d) != PS_E_OK) {
+      fprintf(stderr, "  cannot read %s\n", path);
+      bad++;
+      free(b.data);
+      free(path);
+      continue;
+    }
+    for (int variant = 0; variant < 3; variant++) {
+      pe_info q = pe;
+      if (variant == 2) { /* every kind of CodeView entry */
+        q.ncodeview = PE_MAX_CODEVIEW + 2;
+        for (int k = 0; k < PE_MAX_CODEVIEW; k++) {
+          pe_codeview *cv = &q.codeview[k];
+          memset(cv, 0, sizeof *cv);
+          for (int g = 0; g < 16; g++)
+            cv->guid[g] = (uint8_t)rnd();
+          cv->age = k == 3 ? 0xffffffffu : (uint32_t)(rnd() % 300);
+          cv->portable = k % 2 == 1;
+          static const char *const names[] = {"C:\\b\\x.pdb", "", "a/../b.pdb", "caf\xc3\xa9.pdb",
+                                              "bad\xff.pdb", "x\"q\\.pdb", "/l/y.pdb", "z.PDB"};
+          snprintf(cv->path, sizeof cv->path, "%s", names[k]);
+        }
+      }
+      const symtab *emb = variant == 1 && nmods ? &mods[nmods - 1].st : NULL;
+      char *want = ref_render_pe_json(&q, "Demo.dll", "Demo.dll", emb);
+      char *got = render_pe_json(&q, "Demo.dll", "Demo.dll", emb);
+      n++;
+      if (!same_text("pe dump", want, got, &(int){bad < 3 ? 1 : 0}))
+        bad++;
+      free(want);
+      free(got);
+    }
+    free(b.data);
+    free(path);
+  }
+  printf("  %d PE dumps compared, %d differ\n", n, bad);
+  CHECK_EQ_U(bad, 0);
+  CHECK(n >= 18);
+}
+
 /* ---- 3. the documented difference ------------------------------------------------ */
 
 TEST(non_utf8_fields_are_kept_now) {
@@ -353,7 +443,7 @@ TEST(non_utf8_fields_are_kept_now) {
   render_module_init(&rm, NULL);
   ref_render_module_init(&ref, NULL);
   render_frame f = {"missing_symbols", 0, true, false, 0x10, 0, NULL,
-                    "no symbol source has caf\xc3", -1, "0x10\xff"};
+                    "no symbol source has caf\xc3", -1, "0x10\xff", false, 0, false};
   char *oldtext = ref_render_frame_json(&ref, &f);
   json_t *old = json_loads(oldtext, 0, NULL);
   free(oldtext);
@@ -399,6 +489,8 @@ static api the_api;
 static int requests, requests_bad, documented;
 /* what the answers held, so that the comparison is known to cover them */
 static int by_status[600], frame_statuses[8], v5_found[3], v5_frames_named;
+static int seen_iaddr, seen_adjusted, seen_invalid_module, seen_user_method, seen_source_link,
+    seen_async, seen_unknown_module, seen_neg_offset;
 
 static void tally(const api_response *r) {
   if (r->status < 600)
@@ -413,6 +505,19 @@ static void tally(const api_response *r) {
     for (int k = 0; k < 7; k++)
       if (st && !strcmp(st, names[k]))
         frame_statuses[k]++;
+    seen_iaddr += json_object_get(f, "instruction_addr") != NULL;
+    seen_adjusted += json_object_get(f, "adjust_instruction_addr") != NULL;
+    size_t si;
+    json_t *sym;
+    json_array_foreach(json_object_get(f, "symbols"), si, sym) {
+      seen_user_method += json_object_get(sym, "user_method") != NULL;
+      seen_source_link += json_object_get(sym, "source_link") != NULL;
+      seen_async += json_object_get(sym, "async_method") != NULL;
+    }
+  }
+  json_array_foreach(json_object_get(j, "modules"), i, f) {
+    const char *st = json_string_value(json_object_get(f, "status"));
+    seen_invalid_module += st && !strcmp(st, "invalid");
   }
   json_t *res;
   json_array_foreach(json_object_get(j, "results"), i, res) {
@@ -423,8 +528,13 @@ static void tally(const api_response *r) {
     size_t si, k;
     json_t *stack, *fr;
     json_array_foreach(json_object_get(res, "stacks"), si, stack)
-      json_array_foreach(stack, k, fr)
+      json_array_foreach(stack, k, fr) {
         v5_frames_named += json_object_get(fr, "function") != NULL;
+        const char *mn = json_string_value(json_object_get(fr, "module"));
+        const char *mo = json_string_value(json_object_get(fr, "module_offset"));
+        seen_unknown_module += mn && !strcmp(mn, "<unknown>");
+        seen_neg_offset += mo && mo[0] == '-';
+      }
   }
   json_decref(j);
 }
@@ -648,23 +758,63 @@ static void symbolicate_requests(void) {
     both_json(mods[i].name, RT_SYMBOLICATE, b);
   }
   /* 2. mixed batches: every module, the missing and the damaged one,
-   * modules listed twice, invalid frames, timeouts */
-  for (int round = 0; round < 40; round++) {
+   * modules listed twice, modules with bad fields (they fail alone), image
+   * addresses, frames by instruction_addr, return addresses, stacks, invalid
+   * frames, timeouts */
+  static const char *const adjustments[] = {NULL, "none", "all_but_first", "all"};
+  for (int round = 0; round < 60; round++) {
     json_t *b = json_object(), *ms = json_array(), *fs = json_array();
     size_t nm = 0;
-    const tmod *listed[3 * MAX_MODS];
-    for (size_t i = 0; i < nmods + 2; i++) {
+    const tmod *listed[4 * MAX_MODS];
+    uint64_t image[4 * MAX_MODS];
+    for (size_t i = 0; i < nmods + 3; i++) {
       const tmod *m = i < nmods ? &mods[i] : i == nmods ? &missing_mod : &damaged_mod;
       int copies = 1 + (int)(rnd() % 2);
       for (int c = 0; c < copies; c++) {
+        json_t *e = module_entry(m);
+        image[nm] = 0;
+        if (rnd() % 3) {
+          image[nm] = 0x140000000ull + (uint64_t)nm * 0x1000000u;
+          json_object_set_new(e, "image_addr", rnd() % 2 ? hex(image[nm])
+                                                         : json_integer((json_int_t)image[nm]));
+          if (rnd() % 2)
+            json_object_set_new(e, "image_size", hex(rnd() % 4 ? 0x800000u : 0x2000u));
+        }
+        if (i == nmods + 2 || rnd() % 40 == 0) { /* a module that fails alone */
+          switch (rnd() % 6) {
+          case 0: json_object_set_new(e, "debug_id", json_string("zz")); break;
+          case 1: json_object_del(e, "debug_file"); break;
+          case 2: json_object_set_new(e, "format", json_string("elf")); break;
+          case 3: json_object_del(e, "image_addr"); json_object_set_new(e, "image_size", json_integer(5)); break;
+          case 4: json_object_set_new(e, "debug_file", json_string("caf\xc3\xa9..pdb")); break;
+          default: json_object_set_new(e, "code_id", json_integer(3)); break;
+          }
+        }
         listed[nm++] = m;
-        json_array_append_new(ms, module_entry(m));
+        json_array_append_new(ms, e);
       }
     }
     for (uint64_t k = 0; k < 300; k++) {
       size_t mi = (size_t)(rnd() % nm);
       json_t *f = frame_of(mi, listed[mi], rnd());
-      switch (rnd() % 12) {
+      json_t *rva = json_object_get(f, "rva");
+      if (rva && rnd() % 2) { /* the absolute address instead */
+        uint64_t v = json_is_integer(rva) ? (uint64_t)json_integer_value(rva)
+                                          : strtoull(json_string_value(rva), NULL, 16);
+        uint64_t base = image[mi] ? image[mi] : (rnd() % 2 ? 0 : 0x400000u);
+        json_object_set_new(f, "instruction_addr", hex(base + v - (rnd() % 50 == 0 ? 0x500000u : 0)));
+        json_object_del(f, "rva");
+      }
+      if (rnd() % 4 == 0)
+        json_object_set_new(f, "adjust_instruction_addr", json_boolean(rnd() % 2));
+      if (rnd() % 3 == 0)
+        json_object_set_new(f, "stack", json_integer((json_int_t)(rnd() % 4)));
+      if (rnd() % 60 == 0)
+        json_object_set_new(f, "module", json_integer(-1 - (json_int_t)(rnd() % 2)));
+      uint64_t shape = rnd() % 12;
+      if (shape < 4)
+        json_object_del(f, "instruction_addr");
+      switch (shape) {
       case 0: json_object_set_new(f, "rva", hex(0x1ffffffffu)); json_object_del(f, "token");
               json_object_del(f, "il_offset"); break;          /* does not fit in 32 bits */
       case 1: json_object_set_new(f, "rva", json_string("0xffffffffffffffffff")); json_object_del(f, "token");
@@ -681,6 +831,8 @@ static void symbolicate_requests(void) {
     json_object_set_new(b, "frames", fs);
     if (round % 3 == 0)
       json_object_set_new(b, "timeout", json_real(2.5));
+    if (adjustments[round % 4])
+      json_object_set_new(b, "instruction_addr_adjustment", json_string(adjustments[round % 4]));
     both_json("mixed batch", RT_SYMBOLICATE, b);
   }
 }
@@ -700,8 +852,9 @@ static void v5_requests(void) {
         int copies = 1 + (rnd() % 4 == 0);
         for (int c = 0; c < copies; c++) {
           json_t *e = json_array();
-          json_array_append_new(e, json_string(m->debug_file));
-          json_array_append_new(e, json_string(m->breakpad));
+          int bad = rnd() % 25 == 0 ? 1 + (int)(rnd() % 2) : 0; /* fails alone */
+          json_array_append_new(e, json_string(bad == 1 ? "a/../b.pdb" : m->debug_file));
+          json_array_append_new(e, json_string(bad == 2 ? "nope" : m->breakpad));
           json_array_append_new(map, e);
           listed[nm++] = m;
         }
@@ -720,7 +873,12 @@ static void v5_requests(void) {
             off = 0x100000000u + off;
           json_t *e = json_array();
           json_array_append_new(e, json_integer(idx));
-          json_array_append_new(e, rnd() % 2 ? json_integer((json_int_t)off) : hex(off));
+          uint64_t how = rnd() % 40;
+          json_array_append_new(e, how == 0   ? json_integer(-1 - (json_int_t)(rnd() % 300))
+                                   : how == 1 ? json_string("0x1FFFFFFFFFFFFFFFFF")
+                                   : how == 2 ? json_string("0X00ABC")
+                                   : rnd() % 2 ? json_integer((json_int_t)off)
+                                               : hex(off));
           json_array_append_new(st, e);
         }
         json_array_append_new(stacks, st);
@@ -905,6 +1063,13 @@ TEST(every_answer_of_the_routes_is_the_same) {
   CHECK(frame_statuses[0] > 10000 && frame_statuses[1] > 0 && frame_statuses[2] > 0 &&
         frame_statuses[3] > 0 && frame_statuses[6] > 0);
   CHECK(v5_frames_named > 1000 && v5_found[0] > 0 && v5_found[1] > 0 && v5_found[2] > 0);
+  printf("  fields seen: %d instruction_addr, %d adjust_instruction_addr, %d invalid modules, "
+         "%d user_method, %d source_link, %d async_method; v5: %d <unknown>, %d negative offsets\n",
+         seen_iaddr, seen_adjusted, seen_invalid_module, seen_user_method, seen_source_link,
+         seen_async, seen_unknown_module, seen_neg_offset);
+  CHECK(seen_iaddr > 100 && seen_adjusted > 100 && seen_invalid_module > 10);
+  CHECK(seen_user_method > 0 && seen_source_link > 0 && seen_async > 0);
+  CHECK(seen_unknown_module > 0 && seen_neg_offset > 0);
 }
 
 int main(void) {
@@ -913,6 +1078,7 @@ int main(void) {
   RUN(every_fixture_frame_renders_the_same);
   RUN(every_kind_of_frame_renders_the_same);
   RUN(source_link_maps_resolve_the_same);
+  RUN(every_pe_dump_renders_the_same);
   RUN(non_utf8_fields_are_kept_now);
   RUN(every_answer_of_the_routes_is_the_same);
   for (size_t i = 0; i < nmods; i++)

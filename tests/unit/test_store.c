@@ -137,7 +137,7 @@ static void synth(symtab *st, uint32_t seed, uint32_t nfunc) {
       st_add_seqpt(st, &sp);
     }
   }
-  st->source_link = st_cstr(st, "{\"documents\":{}}");
+  st->source_link = st_cstr(st, "{\"documents\":{\"c:\\\\src\\\\*\":\"https://example.test/raw/*\"}}");
   CHECK_EQ_U(st_finish(st), PS_E_OK);
 }
 
@@ -237,6 +237,14 @@ TEST(roundtrip_same_answers) {
     CHECK_EQ_U(e.st->ident.managed, orig.ident.managed);
     CHECK(memcmp(e.st->ident.guid, orig.ident.guid, 16) == 0);
     CHECK_EQ_S(st_s(e.st, e.st->source_link), st_s(&orig, orig.source_link));
+    /* the Source Link map of a mapped table is built at load: frames get
+     * their files' URLs after a restart as before it */
+    char want[256], got[256];
+    CHECK(st_source_link(&orig, "c:\\src\\s1\\f3.cpp", want, sizeof want));
+    CHECK_EQ_S(want, "https://example.test/raw/s1/f3.cpp");
+    CHECK(st_source_link(e.st, "c:\\src\\s1\\f3.cpp", got, sizeof got));
+    CHECK_EQ_S(got, want);
+    CHECK(!st_source_link(e.st, "d:\\other\\x.cpp", got, sizeof got));
     CHECK_EQ_S(e.source, "https://example.test/x");
   }
   store_release(s, &e);
@@ -647,6 +655,78 @@ TEST(byte_cap_evicts_oldest) {
   store_close(s);
 }
 
+TEST(negative_ttl_per_entry) {
+  const char *dir = sub("negttl");
+  store_config cfg = {.dir = dir, .negative_error_ttl = 3600};
+  store *s = NULL;
+  ps_diag d;
+  CHECK_EQ_U(store_open(&cfg, &s, &d), PS_E_OK);
+  if (!s)
+    return;
+  /* the caller's TTL wins over the kind's; 0 keeps the kind's */
+  CHECK_EQ_U(store_put_negative_ttl(s, "short.pdb/A1", STORE_NEG_FETCH_ERROR, "HTTP 500", 1),
+             PS_E_OK);
+  CHECK_EQ_U(store_put_negative_ttl(s, "long.pdb/A1", STORE_NEG_FETCH_ERROR, "HTTP 500", 0),
+             PS_E_OK);
+  CHECK_EQ_U(store_put_negative_ttl(s, "html.pdb/A1", STORE_NEG_MALFORMED, "not a PDB", 1), PS_E_OK);
+  store_entry e;
+  CHECK_EQ_U(store_get(s, "short.pdb/A1", &e), STORE_NEGATIVE);
+  CHECK_EQ_U(e.neg, STORE_NEG_FETCH_ERROR);
+  CHECK_EQ_U(store_get(s, "html.pdb/A1", &e), STORE_NEGATIVE);
+  CHECK_EQ_U(e.neg, STORE_NEG_MALFORMED);
+  sleep(2);
+  CHECK_EQ_U(store_get(s, "short.pdb/A1", &e), STORE_MISS);
+  CHECK_EQ_U(store_get(s, "html.pdb/A1", &e), STORE_MISS);
+  CHECK_EQ_U(store_get(s, "long.pdb/A1", &e), STORE_NEGATIVE);
+  store_close(s);
+}
+
+TEST(make_room_for_downloads) {
+  const char *dir = sub("room");
+  const uint64_t cap = 6u << 20;
+  store *s = open_store(dir, cap, 0);
+  char path[600];
+  snprintf(path, sizeof path, "%s/pdbsym.sqlite", dir);
+  for (int i = 0; i < 9; i++) {
+    symtab st;
+    synth(&st, 300 + (uint32_t)i, 4000); /* ~0.6 MB of arrays each */
+    char key[64];
+    snprintf(key, sizeof key, "room%d.pdb/%032d1", i, i);
+    CHECK_EQ_U(put(s, key, &st), PS_E_OK);
+    st_free(&st);
+  }
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0);
+  uint64_t before = (uint64_t)sb.st_size;
+  uint64_t freed = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  /* room for 3 MiB beside the database: the file shrinks to leave it */
+  CHECK_EQ_U(store_make_room(s, 3u << 20, &freed, &d), PS_E_OK);
+  CHECK(stat(path, &sb) == 0);
+  printf("  6 MiB cap: database file %llu bytes, %llu after making 3 MiB of room (%llu freed)\n",
+         (unsigned long long)before, (unsigned long long)sb.st_size, (unsigned long long)freed);
+  uint64_t after = (uint64_t)sb.st_size;
+  char wal[700];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  if (stat(wal, &sb) == 0)
+    after += (uint64_t)sb.st_size; /* emptied by the checkpoint */
+  CHECK(after + (3u << 20) <= cap);
+  CHECK(freed > 0);
+  /* the newest module stayed, the oldest went */
+  store_entry e;
+  char key[64];
+  snprintf(key, sizeof key, "room%d.pdb/%032d1", 8, 8);
+  CHECK_EQ_U(store_get(s, key, &e), STORE_HIT);
+  store_release(s, &e);
+  snprintf(key, sizeof key, "room%d.pdb/%032d1", 0, 0);
+  CHECK_EQ_U(store_get(s, key, &e), STORE_MISS);
+  /* more room than the cap: everything goes, and it says so */
+  ps_diag_clear(&d);
+  CHECK_EQ_U(store_make_room(s, cap + 1, &freed, &d), PS_E_LIMIT);
+  store_close(s);
+}
+
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "wb");
   if (f) {
@@ -867,9 +947,9 @@ TEST(damaged_module_dropped_and_verify_reports) {
   st_free(&st);
 }
 
-/* A cache written before table files (layout 2: the arrays as BLOB chunks
+/* A cache written before table files (layout 3: the arrays as BLOB chunks
  * of whole records in `arrays`) is still read.  The old layout is made from
- * a new module's own file: its sections become chunks, its row layout 2. */
+ * a new module's own file: its sections become chunks, its row layout 3. */
 TEST(modules_of_the_old_layout_still_load) {
   const char *dir = sub("oldlayout");
   symtab st;
@@ -907,7 +987,7 @@ TEST(modules_of_the_old_layout_still_load) {
     free(buf);
   }
   sqlite3_finalize(q);
-  CHECK_EQ_U(sqlite3_exec(db, "UPDATE modules SET layout = 2, table_file = '', file_bytes = 0"
+  CHECK_EQ_U(sqlite3_exec(db, "UPDATE modules SET layout = 3, table_file = '', file_bytes = 0"
                               " WHERE key = 'old.pdb/A1'; COMMIT", NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(db);
   if (f)
@@ -991,6 +1071,8 @@ int main(void) {
   RUN(cold_module_loaded_once_for_all_waiters);
   RUN(negative_entries);
   RUN(byte_cap_evicts_oldest);
+  RUN(negative_ttl_per_entry);
+  RUN(make_room_for_downloads);
   RUN(broken_databases_moved_aside);
   RUN(damaged_module_dropped_and_verify_reports);
   RUN(modules_of_the_old_layout_still_load);

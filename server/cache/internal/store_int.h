@@ -62,9 +62,12 @@
 #include "store.h"
 
 /* The records of symtab.h exactly as in memory (store_codec.c), in BLOB
- * chunks (2: st_public gained its size) or in a table file (3). */
-#define STORE_LAYOUT_ROWS 2
-#define STORE_LAYOUT_FILE 3
+ * chunks or in a table file.  Layouts: 2, st_public gained its size; 3,
+ * st_method gained user, local and gen (BLOB chunks, still read); 4, a table
+ * file.  Layouts older than STORE_LAYOUT_ROWS are treated as absent and
+ * replaced at the next ingest. */
+#define STORE_LAYOUT_ROWS 3
+#define STORE_LAYOUT_FILE 4
 #define STORE_LAYOUT STORE_LAYOUT_FILE /* what ingests write */
 
 #define STORE_CHUNK ((size_t)1 << 20)
@@ -228,12 +231,15 @@ bool store__read_row(sqlite3 *db, const char *key, module_row *r, int *rc_out);
 const char *store__load_arrays(sqlite3 *db, const module_row *r, symtab *st, bool check_sum,
                                char *why, size_t cap, bool *transient);
 /* Maps the table file of a complete module of layout STORE_LAYOUT_FILE:
- * st's arrays and indexes point into *map (st is finished; it must not be
- * st_free'd: store__unmap).  Checks the header against the row, not the
- * records.  Returns NULL or what is wrong, *transient as above. */
+ * st's arrays and indexes point into *map, its Source Link map is built (st
+ * is finished; it must not be st_free'd: store__unmap_table).  Checks the
+ * header against the row, not the records.  Returns NULL or what is wrong,
+ * *transient as above. */
 const char *store__map_table(const store *s, const module_row *r, const char *key, symtab *st,
                              store_map *map, char *why, size_t cap, bool *transient);
 void store__unmap(store_map *map);
+/* Frees what a mapped table owns (its Source Link map) and unmaps it. */
+void store__unmap_table(symtab *st, store_map *map);
 /* The records' checks of a loaded table: its arrays' CRC-32 against
  * checksum (a mapped table: against its file header's, and its indexes'
  * against theirs), and the ranges and sort orders lookups rely on.  NULL or
@@ -251,7 +257,7 @@ void store__table_path(const store *s, const char *name, char *out, size_t cap);
 int store__insert_module(sqlite3 *db, const char *key, const symtab *st, const char *source,
                          uint64_t data_bytes, uint32_t checksum, const char *table_file,
                          uint64_t file_bytes, int64_t now);
-/* Deletes a module's row (a layout-2 module's arrays go with it: ON DELETE
+/* Deletes a module's row (a layout-3 module's arrays go with it: ON DELETE
  * CASCADE) in the caller's transaction; its table file is noted (write_mu
  * held) and unlinked by store__unlink_doomed once no row names it. */
 int store__delete_module(store *s, sqlite3 *db, int64_t id);

@@ -1,0 +1,469 @@
+/*
+ * ntcode.c - the code map of a .NET trace (see ntcode.h).
+ *
+ * Maps pair with method bodies by file order, per (MethodID, ReJITID): the
+ * runtime writes a JIT's MethodILToNativeMap right after its
+ * MethodLoadVerbose, and the rundown writes MethodDCStopILToNativeMap right
+ * before MethodDCStopVerbose, so a map pairs with a body next to it that has
+ * none yet (tiered code versions share a MethodID and each gets its own map).
+ */
+#include "ntcode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ntc_init(ntc_table *t, ps_budget *budget) {
+  memset(t, 0, sizeof *t);
+  t->budget = budget;
+}
+
+static void release(ntc_table *t, void *p, size_t bytes) {
+  free(p);
+  if (t->budget)
+    ps_budget_release(t->budget, bytes);
+}
+
+void ntc_free(ntc_table *t) {
+  release(t, t->strs, t->strs_cap);
+  release(t, t->modules, t->cmodules * sizeof *t->modules);
+  release(t, t->methods, t->cmethods * sizeof *t->methods);
+  release(t, t->maps, t->cmaps * sizeof *t->maps);
+  release(t, t->entries, t->centries * sizeof *t->entries);
+  release(t, t->seen, t->seen_cap * sizeof *t->seen);
+  memset(t, 0, sizeof *t);
+}
+
+/* grows *arr (of *cap elements) to hold need elements */
+static bool grow(ntc_table *t, void **arr, size_t *cap, size_t need, size_t size) {
+  if (t->err)
+    return false;
+  if (need <= *cap)
+    return true;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap < need) {
+    if (ncap > SIZE_MAX / 2) {
+      t->err = PS_E_OVERFLOW;
+      return false;
+    }
+    ncap *= 2;
+  }
+  ps_err e = PS_E_OK;
+  void *n = ps_realloc_array(t->budget, *arr, *cap, ncap, size, &e);
+  if (!n) {
+    t->err = e ? e : PS_E_NOMEM;
+    return false;
+  }
+  *arr = n;
+  *cap = ncap;
+  return true;
+}
+
+static uint32_t add_str(ntc_table *t, const char *s, size_t n) {
+  if (n == 0)
+    return 0;
+  if (t->strs_len == 0) { /* offset 0 is "" */
+    if (!grow(t, (void **)&t->strs, &t->strs_cap, 1, 1))
+      return 0;
+    t->strs[0] = '\0';
+    t->strs_len = 1;
+  }
+  if (t->strs_len + n + 1 > UINT32_MAX) {
+    t->err = PS_E_LIMIT;
+    return 0;
+  }
+  if (!grow(t, (void **)&t->strs, &t->strs_cap, t->strs_len + n + 1, 1))
+    return 0;
+  uint32_t off = (uint32_t)t->strs_len;
+  memcpy(t->strs + off, s, n);
+  t->strs[off + n] = '\0';
+  t->strs_len += n + 1;
+  return off;
+}
+
+static uint32_t add_u16(ntc_table *t, nt_u16 s) {
+  char buf[4096];
+  size_t n = nt_u16_to_utf8(s, buf, sizeof buf);
+  return add_str(t, buf, n);
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0x7fb5d329728ea185ULL;
+  h ^= h >> 27;
+  return h;
+}
+
+/* true when h was not seen before (and records it); false for a repeat or
+ * on failure (t->err set) */
+static bool first_sight(ntc_table *t, uint64_t h) {
+  if (h == 0)
+    h = 1;
+  if ((t->nseen + 1) * 2 > t->seen_cap) {
+    size_t ncap = t->seen_cap ? t->seen_cap * 2 : 1024;
+    ps_err e = PS_E_OK;
+    uint64_t *ns = ps_alloc_array(t->budget, ncap, sizeof *ns, &e);
+    if (!ns) {
+      t->err = e ? e : PS_E_NOMEM;
+      return false;
+    }
+    for (size_t i = 0; i < t->seen_cap; i++) {
+      if (!t->seen[i])
+        continue;
+      size_t s = (size_t)t->seen[i] & (ncap - 1);
+      while (ns[s])
+        s = (s + 1) & (ncap - 1);
+      ns[s] = t->seen[i];
+    }
+    release(t, t->seen, t->seen_cap * sizeof *t->seen);
+    t->seen = ns;
+    t->seen_cap = ncap;
+  }
+  size_t mask = t->seen_cap - 1;
+  for (size_t s = (size_t)h & mask;; s = (s + 1) & mask) {
+    if (t->seen[s] == h) {
+      t->duplicates++;
+      return false;
+    }
+    if (!t->seen[s]) {
+      t->seen[s] = h;
+      t->nseen++;
+      return true;
+    }
+  }
+}
+
+bool ntc_add_module(ntc_table *t, const nt_module_load *m) {
+  for (size_t i = 0; i < t->nmodules; i++)
+    if (t->modules[i].module_id == m->module_id)
+      return true;
+  if (!grow(t, (void **)&t->modules, &t->cmodules, t->nmodules + 1, sizeof *t->modules))
+    return false;
+  ntc_module *o = &t->modules[t->nmodules];
+  memset(o, 0, sizeof *o);
+  o->module_id = m->module_id;
+  o->il_path = add_u16(t, m->il_path);
+  o->native_path = add_u16(t, m->native_path);
+  o->pdb_path = add_u16(t, m->pdb_path);
+  memcpy(o->pdb_guid, m->pdb_guid, 16);
+  o->pdb_age = m->pdb_age;
+  o->has_pdb = m->has_pdb;
+  if (t->err)
+    return false;
+  t->nmodules++;
+  t->finished = false;
+  return true;
+}
+
+bool ntc_add_method(ntc_table *t, const nt_method_load *m) {
+  uint64_t h = mix(mix(mix(mix(mix(1, m->start), m->size), m->method_id), m->rejit), m->token);
+  if (!first_sight(t, h))
+    return t->err == PS_E_OK;
+  if (!grow(t, (void **)&t->methods, &t->cmethods, t->nmethods + 1, sizeof *t->methods))
+    return false;
+  ntc_method *o = &t->methods[t->nmethods];
+  memset(o, 0, sizeof *o);
+  o->start = m->start;
+  o->size = m->size;
+  o->token = m->token;
+  o->flags = m->flags;
+  o->method_id = m->method_id;
+  o->rejit = m->rejit;
+  o->module_id = m->module_id;
+  o->module = NTC_NONE;
+  o->ns = add_u16(t, m->ns);
+  o->name = add_u16(t, m->name);
+  o->signature = add_u16(t, m->signature);
+  o->map_first = NTC_NONE;
+  o->map_last_il = 0;
+  o->seq = t->seq++;
+  if (t->err)
+    return false;
+  t->nmethods++;
+  t->finished = false;
+  return true;
+}
+
+bool ntc_add_il_map(ntc_table *t, const nt_il_map *m) {
+  if (m->extent != 0) /* a cold part: not emitted by the runtime's JIT today */
+    return true;
+  uint64_t h = mix(mix(mix(2, m->method_id), m->rejit), m->count);
+  for (size_t i = 0; i < m->count; i++)
+    h = mix(h, (uint64_t)nt_il_map_native(m, i) << 32 | (uint32_t)nt_il_map_il(m, i));
+  if (!first_sight(t, h))
+    return t->err == PS_E_OK;
+  if (!grow(t, (void **)&t->maps, &t->cmaps, t->nmaps + 1, sizeof *t->maps) ||
+      !grow(t, (void **)&t->entries, &t->centries, t->nentries + m->count, sizeof *t->entries))
+    return false;
+  ntc_mapref *r = &t->maps[t->nmaps++];
+  r->method_id = m->method_id;
+  r->rejit = m->rejit;
+  r->first = (uint32_t)t->nentries;
+  r->count = m->count;
+  r->seq = t->seq++;
+  for (size_t i = 0; i < m->count; i++) {
+    ntc_entry *e = &t->entries[t->nentries++];
+    e->native = nt_il_map_native(m, i);
+    e->il = nt_il_map_il(m, i);
+  }
+  t->finished = false;
+  return true;
+}
+
+/* ---- finishing ---- */
+
+typedef struct {
+  uint64_t id, rejit;
+  uint32_t seq;
+  uint32_t index; /* into methods or maps */
+  bool is_map;
+} pairing;
+
+static int cmp_pairing(const void *a, const void *b) {
+  const pairing *x = a, *y = b;
+  if (x->id != y->id)
+    return x->id < y->id ? -1 : 1;
+  if (x->rejit != y->rejit)
+    return x->rejit < y->rejit ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+typedef struct {
+  uint32_t native, order;
+  int32_t il;
+} sort_entry;
+
+static int cmp_sort_entry(const void *a, const void *b) {
+  const sort_entry *x = a, *y = b;
+  if (x->native != y->native)
+    return x->native < y->native ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int cmp_method(const void *a, const void *b) {
+  const ntc_method *x = a, *y = b;
+  if (x->start != y->start)
+    return x->start < y->start ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int cmp_module(const void *a, const void *b) {
+  const ntc_module *x = a, *y = b;
+  return x->module_id < y->module_id ? -1 : x->module_id > y->module_id;
+}
+
+/* Sorts one map's entries by native offset (stable) and folds an entry that
+ * repeats the previous IL offset; returns the new count. */
+static uint32_t normalize_map(ntc_table *t, uint32_t first, uint32_t count, int32_t *last_il) {
+  *last_il = 0;
+  if (count == 0)
+    return 0;
+  ps_err e = PS_E_OK;
+  sort_entry *tmp = ps_alloc_array(t->budget, count, sizeof *tmp, &e);
+  if (!tmp) {
+    t->err = e ? e : PS_E_NOMEM;
+    return 0;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    tmp[i].native = t->entries[first + i].native;
+    tmp[i].il = t->entries[first + i].il;
+    tmp[i].order = i;
+    if (tmp[i].il > *last_il)
+      *last_il = tmp[i].il;
+  }
+  if (count > 1)
+    qsort(tmp, count, sizeof *tmp, cmp_sort_entry);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    if (n > 0 && t->entries[first + n - 1].il == tmp[i].il)
+      continue;
+    t->entries[first + n].native = tmp[i].native;
+    t->entries[first + n].il = tmp[i].il;
+    n++;
+  }
+  release(t, tmp, (size_t)count * sizeof *tmp);
+  return n;
+}
+
+ps_err ntc_finish(ntc_table *t) {
+  if (t->err)
+    return t->err;
+  /* pair maps with bodies, in file order per (MethodID, ReJITID) */
+  size_t np = t->nmethods + t->nmaps;
+  ps_err e = PS_E_OK;
+  pairing *p = ps_alloc_array(t->budget, np, sizeof *p, &e);
+  if (!p)
+    return t->err = e ? e : PS_E_NOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < t->nmethods; i++)
+    if (t->methods[i].map_first == NTC_NONE)
+      p[k++] = (pairing){t->methods[i].method_id, t->methods[i].rejit, t->methods[i].seq,
+                         (uint32_t)i, false};
+  for (size_t i = 0; i < t->nmaps; i++)
+    if (t->maps[i].count != NTC_NONE) /* NTC_NONE: already attached by an earlier finish */
+      p[k++] = (pairing){t->maps[i].method_id, t->maps[i].rejit, t->maps[i].seq, (uint32_t)i,
+                         true};
+  if (k > 1)
+    qsort(p, k, sizeof *p, cmp_pairing);
+  for (size_t i = 0; i < k;) {
+    size_t j = i;
+    uint32_t pending_body = NTC_NONE, pending_map = NTC_NONE;
+    for (; j < k && p[j].id == p[i].id && p[j].rejit == p[i].rejit; j++) {
+      if (p[j].is_map) {
+        if (pending_body != NTC_NONE) {
+          t->methods[pending_body].map_first = p[j].index; /* a map index for now */
+          pending_body = NTC_NONE;
+        } else {
+          pending_map = p[j].index;
+        }
+      } else {
+        if (pending_map != NTC_NONE) {
+          t->methods[p[j].index].map_first = pending_map;
+          pending_map = NTC_NONE;
+        } else {
+          pending_body = p[j].index;
+        }
+      }
+    }
+    i = j;
+  }
+  release(t, p, np * sizeof *p);
+  /* normalize each map once; methods then point at entries */
+  for (size_t i = 0; i < t->nmaps; i++) {
+    ntc_mapref *r = &t->maps[i];
+    if (r->count == NTC_NONE)
+      continue;
+    int32_t last;
+    uint32_t n = normalize_map(t, r->first, r->count, &last);
+    if (t->err)
+      return t->err;
+    r->count = n;
+    r->seq = (uint32_t)last; /* reused: the map's largest IL offset */
+  }
+  for (size_t i = 0; i < t->nmethods; i++) {
+    ntc_method *m = &t->methods[i];
+    if (m->map_first == NTC_NONE || m->map_count != 0 || m->map_first >= t->nmaps)
+      continue;
+    const ntc_mapref *r = &t->maps[m->map_first];
+    m->map_first = r->first;
+    m->map_count = r->count;
+    m->map_last_il = (int32_t)r->seq;
+  }
+  /* maps are consumed: a later finish must not pair them again */
+  for (size_t i = 0; i < t->nmaps; i++)
+    t->maps[i].count = NTC_NONE;
+  if (t->nmodules > 1) /* (qsort's array may not be NULL even when empty) */
+    qsort(t->modules, t->nmodules, sizeof *t->modules, cmp_module);
+  if (t->nmethods > 1)
+    qsort(t->methods, t->nmethods, sizeof *t->methods, cmp_method);
+  /* one body seen twice (JIT event, then rundown): keep the first, and its map
+   * if only the second has one */
+  size_t n = 0;
+  for (size_t i = 0; i < t->nmethods; i++) {
+    ntc_method *m = &t->methods[i];
+    if (n > 0) {
+      ntc_method *prev = &t->methods[n - 1];
+      if (prev->start == m->start && prev->size == m->size && prev->method_id == m->method_id &&
+          prev->rejit == m->rejit) {
+        if (prev->map_count == 0 && m->map_count != 0) {
+          prev->map_first = m->map_first;
+          prev->map_count = m->map_count;
+          prev->map_last_il = m->map_last_il;
+        }
+        continue;
+      }
+    }
+    t->methods[n++] = *m;
+  }
+  t->nmethods = n;
+  for (size_t i = 0; i < t->nmethods; i++) {
+    ntc_method *m = &t->methods[i];
+    m->module = NTC_NONE;
+    size_t lo = 0, hi = t->nmodules;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (t->modules[mid].module_id < m->module_id)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < t->nmodules && t->modules[lo].module_id == m->module_id)
+      m->module = (uint32_t)lo;
+    if (m->map_count == 0)
+      m->map_first = NTC_NONE;
+  }
+  t->finished = true;
+  return PS_E_OK;
+}
+
+int32_t ntc_il_for_native(const ntc_table *t, const ntc_method *m, uint32_t native,
+                          ntc_mapping *how) {
+  if (m->map_first == NTC_NONE || m->map_count == 0) {
+    *how = NTC_MAP_NONE;
+    return -1;
+  }
+  const ntc_entry *e = t->entries + m->map_first;
+  uint32_t n = m->map_count;
+  /* the last entry starting at or before native (entries sorted by native;
+   * of equal starts the last one wins, the others covering nothing) */
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (e[mid].native <= native)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) {
+    *how = NTC_MAP_NO_INFO;
+    return 0;
+  }
+  const ntc_entry *x = &e[lo - 1];
+  if (lo == n && x->il == NT_IL_PROLOG) { /* the open-ended last entry is never the prolog */
+    *how = NTC_MAP_NO_INFO;
+    return 0;
+  }
+  switch (x->il) {
+  case NT_IL_PROLOG: *how = NTC_MAP_PROLOG; return 0;
+  case NT_IL_NO_MAPPING: *how = NTC_MAP_UNMAPPED; return 0;
+  case NT_IL_EPILOG: *how = NTC_MAP_EPILOG; return m->map_last_il;
+  default: break;
+  }
+  if (x->il < 0) { /* another negative value: no meaning known */
+    *how = NTC_MAP_UNMAPPED;
+    return 0;
+  }
+  *how = x->native == native ? NTC_MAP_EXACT : NTC_MAP_APPROX;
+  return x->il;
+}
+
+bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
+  memset(out, 0, sizeof *out);
+  out->il = -1;
+  if (!t->finished || t->nmethods == 0)
+    return false;
+  /* the range with the greatest start <= ip, then a few before it in case
+   * ranges overlap (code memory reused); the last-loaded one wins */
+  size_t lo = 0, hi = t->nmethods;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (t->methods[mid].start <= ip)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const ntc_method *best = NULL;
+  for (size_t i = lo, steps = 0; i > 0 && steps < 16; i--, steps++) {
+    const ntc_method *m = &t->methods[i - 1];
+    if (ip - m->start < (uint64_t)m->size && (!best || m->seq > best->seq))
+      best = m;
+  }
+  if (!best)
+    return false;
+  uint64_t addr = leaf || ip == best->start ? ip : ip - 1;
+  out->method = best;
+  out->module = best->module != NTC_NONE ? &t->modules[best->module] : NULL;
+  out->native_offset = (uint32_t)(addr - best->start);
+  out->il = ntc_il_for_native(t, best, out->native_offset, &out->mapping);
+  return true;
+}

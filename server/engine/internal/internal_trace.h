@@ -1,0 +1,135 @@
+/*
+ * internal_trace.h - the trace job's state, shared by trace.c (reading,
+ * resolving, the spill file) and trace_out.c (the writers).  Engine room only.
+ */
+#ifndef PDBSYM_INTERNAL_TRACE_H
+#define PDBSYM_INTERNAL_TRACE_H
+
+#include <stdio.h>
+
+#include "engine.h"
+#include "nettrace.h"
+#include "ntcode.h"
+#include "trace.h"
+
+#define TJ_NONE UINT32_MAX
+#define TJ_MAX_FRAMES 1024 /* frames kept of one stack (the runtime writes at most 100) */
+
+typedef struct {
+  uint32_t id;
+  uint8_t cls;     /* nt_event_class */
+  uint32_t version;
+} tj_meta;
+
+typedef struct {
+  uint32_t id, n;
+  size_t off;      /* into win */
+} tj_wstack;
+
+typedef struct {
+  uint32_t hash;   /* 0: empty slot */
+  uint32_t n;
+  uint32_t off;    /* into iarena */
+  uint32_t id;
+  uint64_t full;   /* the whole hash, for rehashing */
+} tj_islot;
+
+typedef struct {
+  uint64_t ip;
+  uint8_t leaf;
+  uint32_t frame;  /* after finishing */
+} tj_addr;
+
+typedef struct {
+  uint64_t tid;
+  uint64_t first_ts, last_ts, samples;
+} tj_thread;
+
+typedef struct {
+  uint64_t hash;
+  uint32_t name, file;            /* fstrs offsets */
+  uint32_t function, async_method; /* pdbsym's names (symtab), 0 if none */
+  uint32_t line, column;          /* 0: unknown */
+  uint32_t token;
+  int32_t il;
+  bool hidden, unknown;
+} tj_frame;
+
+typedef struct {
+  bool tried, local, pinned;
+  const symtab *st;
+  symtab local_st;
+  mod_handle h;
+} tj_module;
+
+struct trace_job {
+  trace_options opt;
+  char name[256];
+  trace_stats stats;
+  trace_progress_fn progress;
+  void *progress_ctx;
+  bool failed, finished;
+  /* reading */
+  nt_stream stream;
+  int format;
+  uint8_t *rbuf;
+  size_t rlen, rcap, need;
+  uint32_t pointer_size, pid;
+  uint64_t qpc_freq, sync_qpc, sampling_ns;
+  tj_meta *metas;
+  size_t nmetas, cmetas;
+  uint32_t *meta_by_id;
+  size_t nmeta_by_id, cmeta_by_id;
+  /* stack window */
+  uint8_t *win;
+  size_t win_len, win_cap;
+  tj_wstack *wstacks;
+  size_t nwin, cwin;
+  bool win_sorted;
+  /* interned stacks */
+  tj_islot *islots;
+  size_t islots_cap, ninterned;
+  uint32_t *iarena;
+  size_t ilen, iarena_cap;
+  uint32_t next_stack_id;
+  uint32_t scratch[TJ_MAX_FRAMES];
+  FILE *spill;
+  /* code, addresses, threads, frames (code budget) */
+  ps_budget budget; /* the code map's */
+  ntc_table code;
+  size_t code_bytes; /* the job's own tables */
+  tj_addr *addrs;
+  size_t naddrs, caddrs;
+  uint32_t *addr_slots;
+  size_t addr_slots_cap;
+  tj_thread *threads;
+  size_t nthreads, cthreads, last_thread;
+  struct { uint64_t index, tid; } *v6_threads; /* V6 ThreadBlock rows */
+  size_t nv6, cv6;
+  tj_frame *frames;
+  size_t nframes, cframes;
+  uint32_t *frame_slots;
+  size_t frame_slots_cap;
+  char *fstrs;
+  size_t fstrs_len, fstrs_cap;
+  /* modules (parallel to code.modules) */
+  engine *eng;
+  tj_module *mods;
+  size_t nmods;
+};
+
+static inline const char *tj_str(const trace_job *j, uint32_t off) {
+  return j->fstrs && off < j->fstrs_len ? j->fstrs + off : "";
+}
+
+bool tj_grow(trace_job *j, void **arr, size_t *cap, size_t need, size_t size, ps_diag *d);
+/* An unlinked temporary file in the job's spill folder; NULL with d set. */
+FILE *tj_tempfile(trace_job *j, ps_diag *d);
+
+/* Calls fn for every sample in file order: thread index, timestamp, and the
+ * stack as frame indices, innermost first. */
+typedef ps_err (*tj_sample_fn)(void *ctx, uint32_t thread, uint64_t ts, const uint32_t *frames,
+                               uint32_t n);
+ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d);
+
+#endif

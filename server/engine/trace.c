@@ -1,0 +1,1072 @@
+/*
+ * trace.c - a .NET trace in, symbolicated samples out (see trace.h).
+ *
+ * Reading (trace_job_feed): blocks come out of parsers/nettrace.c through a
+ * window; method, IL-map and module events go to the code map (ntcode.h);
+ * StackBlocks are kept until the next sequence point (ids are only valid
+ * until then); each sample's stack becomes a list of address indices
+ * (distinct (IP, innermost?) pairs), interned, and the sample itself a
+ * record in the spill file:
+ *
+ *   'D' u32 stack id, u16 n, n x u32 address index   a new interned stack
+ *   'S' u32 thread index, u32 stack id, u64 timestamp  a sample
+ *   'F'                                              the intern table was emptied
+ *
+ * A stack's 'D' comes before its first 'S'; after an 'F' its id is not used
+ * again.  Finishing (trace_job_finish) resolves every address once, after the
+ * rundown at the end of the file has named the ReadyToRun code.  Writing
+ * (trace_job_write, trace_out.c) replays the spill file.
+ */
+#include "trace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal_trace.h"
+#include "nettrace.h"
+
+#define MAX_METADATA 65536
+
+bool trace_format_parse(const char *name, trace_format *out) {
+  if (!strcmp(name, "speedscope"))
+    *out = TRACE_SPEEDSCOPE;
+  else if (!strcmp(name, "pprof"))
+    *out = TRACE_PPROF;
+  else if (!strcmp(name, "top"))
+    *out = TRACE_TOP;
+  else
+    return false;
+  return true;
+}
+
+const char *trace_format_name(trace_format f) {
+  switch (f) {
+  case TRACE_SPEEDSCOPE: return "speedscope";
+  case TRACE_PPROF: return "pprof";
+  case TRACE_TOP: return "top";
+  }
+  return "?";
+}
+
+/* ---- small helpers ---- */
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+/* code-budget accounting for the job's own tables */
+static bool code_take(trace_job *j, size_t bytes, ps_diag *d) {
+  size_t total = j->code_bytes + bytes;
+  if (total > j->opt.code_budget || total < j->code_bytes) {
+    ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stats.bytes,
+                "the trace's code tables need more than the %zu-byte code budget",
+                j->opt.code_budget);
+    return false;
+  }
+  j->code_bytes = total;
+  size_t all = total + j->budget.used;
+  if (all > j->stats.peak_code_bytes)
+    j->stats.peak_code_bytes = all;
+  return true;
+}
+
+bool tj_grow(trace_job *j, void **arr, size_t *cap, size_t need, size_t size, ps_diag *d) {
+  if (need <= *cap)
+    return true;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap < need)
+    ncap *= 2;
+  if (!code_take(j, (ncap - *cap) * size, d))
+    return false;
+  void *n = realloc(*arr, ncap * size);
+  if (!n) {
+    ps_diag_set(d, PS_E_NOMEM, "trace", (size_t)j->stats.bytes, "out of memory");
+    return false;
+  }
+  memset((char *)n + *cap * size, 0, (ncap - *cap) * size);
+  *arr = n;
+  *cap = ncap;
+  return true;
+}
+
+/* ---- spill file ---- */
+
+FILE *tj_tempfile(trace_job *j, ps_diag *d) {
+  const char *dir = j->opt.spill_dir;
+  if (!dir || !*dir)
+    dir = getenv("TMPDIR");
+  if (!dir || !*dir)
+    dir = "/tmp";
+  char path[4096];
+  snprintf(path, sizeof path, "%s/pdbsym-trace-XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    ps_diag_set(d, PS_E_IO, "trace", 0, "temporary file in %s: %s", dir, strerror(errno));
+    return NULL;
+  }
+  unlink(path); /* gone when closed */
+  FILE *f = fdopen(fd, "w+b");
+  if (!f) {
+    close(fd);
+    ps_diag_set(d, PS_E_IO, "trace", 0, "temporary file: %s", strerror(errno));
+  }
+  return f;
+}
+
+static ps_err spill_open(trace_job *j, ps_diag *d) {
+  j->spill = tj_tempfile(j, d);
+  if (!j->spill)
+    return d->code;
+  setvbuf(j->spill, NULL, _IOFBF, 1 << 16);
+  return PS_E_OK;
+}
+
+static ps_err spill_put(trace_job *j, const void *p, size_t n, ps_diag *d) {
+  if (fwrite(p, 1, n, j->spill) != n)
+    return ps_diag_set(d, PS_E_IO, "trace", (size_t)j->stats.bytes, "spill file: %s",
+                       strerror(errno));
+  j->stats.spill_bytes += n;
+  return PS_E_OK;
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+}
+static void put64(uint8_t *p, uint64_t v) {
+  put32(p, (uint32_t)v);
+  put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* ---- addresses ---- */
+
+/* the dense index of (ip, leaf), added if new */
+static bool addr_index(trace_job *j, uint64_t ip, bool leaf, uint32_t *out, ps_diag *d) {
+  if ((j->naddrs + 1) * 2 > j->addr_slots_cap) { /* keep the table at most half full */
+    size_t ncap = j->addr_slots_cap ? j->addr_slots_cap * 2 : 4096;
+    if (!code_take(j, ncap * sizeof(uint32_t), d))
+      return false;
+    uint32_t *ns = calloc(ncap, sizeof *ns);
+    if (!ns)
+      return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory"), false;
+    for (size_t i = 0; i < j->naddrs; i++) {
+      size_t h = (size_t)mix64(j->addrs[i].ip * 2 + j->addrs[i].leaf) & (ncap - 1);
+      while (ns[h])
+        h = (h + 1) & (ncap - 1);
+      ns[h] = (uint32_t)i + 1;
+    }
+    free(j->addr_slots);
+    j->code_bytes -= j->addr_slots_cap * sizeof(uint32_t);
+    j->addr_slots = ns;
+    j->addr_slots_cap = ncap;
+  }
+  size_t mask = j->addr_slots_cap - 1;
+  size_t h = (size_t)mix64(ip * 2 + leaf) & mask;
+  for (;; h = (h + 1) & mask) {
+    uint32_t s = j->addr_slots[h];
+    if (!s)
+      break;
+    if (j->addrs[s - 1].ip == ip && j->addrs[s - 1].leaf == leaf) {
+      *out = s - 1;
+      return true;
+    }
+  }
+  if (j->naddrs >= UINT32_MAX - 1)
+    return ps_diag_set(d, PS_E_LIMIT, "trace", 0, "too many distinct addresses"), false;
+  if (!tj_grow(j, (void **)&j->addrs, &j->caddrs, j->naddrs + 1, sizeof *j->addrs, d))
+    return false;
+  j->addrs[j->naddrs] = (tj_addr){ip, leaf, TJ_NONE};
+  j->addr_slots[h] = (uint32_t)j->naddrs + 1;
+  *out = (uint32_t)j->naddrs++;
+  j->stats.addresses = j->naddrs;
+  return true;
+}
+
+/* ---- threads ---- */
+
+static bool thread_index(trace_job *j, uint64_t tid, uint32_t *out, ps_diag *d) {
+  for (size_t i = j->last_thread; i < j->nthreads; i++) /* usually the same thread again */
+    if (j->threads[i].tid == tid) {
+      *out = (uint32_t)i;
+      return true;
+    }
+  for (size_t i = 0; i < j->nthreads; i++)
+    if (j->threads[i].tid == tid) {
+      *out = (uint32_t)(j->last_thread = i);
+      return true;
+    }
+  if (j->nthreads >= 65536)
+    return ps_diag_set(d, PS_E_LIMIT, "trace", 0, "more than 65536 threads"), false;
+  if (!tj_grow(j, (void **)&j->threads, &j->cthreads, j->nthreads + 1, sizeof *j->threads, d))
+    return false;
+  j->threads[j->nthreads] = (tj_thread){tid, UINT64_MAX, 0, 0};
+  *out = (uint32_t)(j->last_thread = j->nthreads++);
+  j->stats.threads = j->nthreads;
+  return true;
+}
+
+/* ---- the stack window (StackBlocks since the last sequence point) ---- */
+
+static void window_clear(trace_job *j) {
+  j->win_len = 0;
+  j->nwin = 0;
+  j->win_sorted = true;
+}
+
+static ps_err window_add_block(trace_job *j, const nt_block *b, ps_diag *d) {
+  nt_stack_iter it;
+  ps_err e = nt_stacks_begin(&it, b, j->pointer_size, d);
+  bool have = true;
+  while (e == PS_E_OK && have) {
+    uint32_t id;
+    const uint8_t *ips;
+    size_t n;
+    e = nt_stacks_next(&it, &id, &ips, &n, &have, d);
+    if (e != PS_E_OK || !have)
+      break;
+    size_t bytes = n * j->pointer_size;
+    if (j->win_len + bytes > j->opt.stack_window ||
+        (j->nwin + 1) * sizeof(tj_wstack) > j->opt.stack_window)
+      return ps_diag_set(d, PS_E_LIMIT, "StackBlock", (size_t)b->offset,
+                         "more than %zu bytes of stacks between two sequence points",
+                         j->opt.stack_window);
+    if (j->win_len + bytes > j->win_cap) {
+      size_t ncap = j->win_cap ? j->win_cap : 1 << 16;
+      while (ncap < j->win_len + bytes)
+        ncap *= 2;
+      uint8_t *nb = realloc(j->win, ncap);
+      if (!nb)
+        return ps_diag_set(d, PS_E_NOMEM, "StackBlock", (size_t)b->offset, "out of memory");
+      j->win = nb;
+      j->win_cap = ncap;
+    }
+    if (j->nwin == j->cwin) {
+      size_t nc = j->cwin ? 2 * j->cwin : 1024;
+      tj_wstack *nw = realloc(j->wstacks, nc * sizeof *nw);
+      if (!nw)
+        return ps_diag_set(d, PS_E_NOMEM, "StackBlock", (size_t)b->offset, "out of memory");
+      j->wstacks = nw;
+      j->cwin = nc;
+    }
+    if (bytes)
+      memcpy(j->win + j->win_len, ips, bytes);
+    if (j->nwin > 0 && j->wstacks[j->nwin - 1].id >= id)
+      j->win_sorted = false;
+    j->wstacks[j->nwin++] = (tj_wstack){id, (uint32_t)n, j->win_len};
+    j->win_len += bytes;
+    size_t used = j->win_len + j->nwin * sizeof(tj_wstack);
+    if (used > j->stats.peak_window_bytes)
+      j->stats.peak_window_bytes = used;
+  }
+  return e;
+}
+
+static const tj_wstack *window_find(const trace_job *j, uint32_t id) {
+  if (j->win_sorted) {
+    size_t lo = 0, hi = j->nwin;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (j->wstacks[mid].id < id)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo < j->nwin && j->wstacks[lo].id == id ? &j->wstacks[lo] : NULL;
+  }
+  for (size_t i = j->nwin; i > 0; i--)
+    if (j->wstacks[i - 1].id == id)
+      return &j->wstacks[i - 1];
+  return NULL;
+}
+
+/* ---- interned stacks ---- */
+
+static ps_err intern_flush(trace_job *j, ps_diag *d) {
+  memset(j->islots, 0, j->islots_cap * sizeof *j->islots);
+  j->ilen = 0;
+  j->ninterned = 0;
+  j->stats.stack_flushes++;
+  uint8_t tag = 'F';
+  return spill_put(j, &tag, 1, d);
+}
+
+static size_t intern_bytes(size_t slots, size_t arena) {
+  return slots * sizeof(tj_islot) + arena * sizeof(uint32_t);
+}
+
+/* the interned id of the address list a[0, n) */
+static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, ps_diag *d) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+  for (uint32_t i = 0; i < n; i++)
+    h = mix64(h ^ a[i]);
+  uint32_t h32 = (uint32_t)h | 1;
+  if (j->islots_cap) {
+    size_t mask = j->islots_cap - 1;
+    for (size_t s = (size_t)h & mask;; s = (s + 1) & mask) {
+      tj_islot *sl = &j->islots[s];
+      if (!sl->hash)
+        break;
+      if (sl->hash == h32 && sl->n == n &&
+          (n == 0 || !memcmp(j->iarena + sl->off, a, n * sizeof *a))) {
+        *id = sl->id;
+        return PS_E_OK;
+      }
+    }
+  }
+  /* new: room in the arena and the slots (at most half full), else flush */
+  size_t need_slots = j->islots_cap;
+  while ((j->ninterned + 1) * 2 > need_slots)
+    need_slots = need_slots ? need_slots * 2 : 64;
+  size_t need_arena = j->ilen + n;
+  /* what the table would hold after growing: capacities, not use, count */
+  size_t acap = j->iarena_cap;
+  if (need_arena > acap) {
+    acap = acap ? acap : 256;
+    while (acap < need_arena)
+      acap *= 2;
+    if (intern_bytes(need_slots, acap) > j->opt.stack_budget)
+      acap = need_arena; /* no slack past the budget */
+  }
+  if (intern_bytes(need_slots, acap) > j->opt.stack_budget) {
+    if (j->ninterned == 0)
+      return ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stats.bytes,
+                         "one stack of %u frames does not fit the %zu-byte stack budget", n,
+                         j->opt.stack_budget);
+    ps_err e = intern_flush(j, d);
+    if (e)
+      return e;
+    return intern(j, a, n, id, d);
+  }
+  if (need_slots != j->islots_cap) {
+    tj_islot *ns = calloc(need_slots, sizeof *ns);
+    if (!ns)
+      return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+    for (size_t i = 0; i < j->islots_cap; i++) {
+      if (!j->islots[i].hash)
+        continue;
+      size_t s = (size_t)j->islots[i].full & (need_slots - 1);
+      while (ns[s].hash)
+        s = (s + 1) & (need_slots - 1);
+      ns[s] = j->islots[i];
+    }
+    free(j->islots);
+    j->islots = ns;
+    j->islots_cap = need_slots;
+  }
+  if (acap != j->iarena_cap) {
+    uint32_t *na = realloc(j->iarena, acap * sizeof *na);
+    if (!na)
+      return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+    j->iarena = na;
+    j->iarena_cap = acap;
+  }
+  size_t mask = j->islots_cap - 1;
+  size_t s = (size_t)h & mask;
+  while (j->islots[s].hash)
+    s = (s + 1) & mask;
+  if (n)
+    memcpy(j->iarena + j->ilen, a, n * sizeof *a);
+  j->islots[s] = (tj_islot){h32, n, (uint32_t)j->ilen, j->next_stack_id, h};
+  j->ilen += n;
+  j->ninterned++;
+  size_t now = intern_bytes(j->islots_cap, j->iarena_cap);
+  if (now > j->stats.peak_stack_bytes)
+    j->stats.peak_stack_bytes = now;
+  *id = j->next_stack_id++;
+  j->stats.stacks++;
+  /* its definition, before any sample that uses it */
+  uint8_t hdr[7];
+  hdr[0] = 'D';
+  put32(hdr + 1, *id);
+  hdr[5] = (uint8_t)n;
+  hdr[6] = (uint8_t)(n >> 8);
+  ps_err e = spill_put(j, hdr, sizeof hdr, d);
+  for (uint32_t i = 0; e == PS_E_OK && i < n; i++) {
+    uint8_t b[4];
+    put32(b, a[i]);
+    e = spill_put(j, b, 4, d);
+  }
+  return e;
+}
+
+/* ---- events ---- */
+
+static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
+  uint32_t t;
+  uint64_t tid = ev->thread_id;
+  if (j->format == 6) /* a thread index: its OS id when a ThreadBlock gave one */
+    for (size_t k = 0; k < j->nv6; k++)
+      if (j->v6_threads[k].index == tid) {
+        tid = j->v6_threads[k].tid;
+        break;
+      }
+  if (!thread_index(j, tid, &t, d))
+    return d->code;
+  tj_thread *th = &j->threads[t];
+  if (ev->timestamp < th->first_ts)
+    th->first_ts = ev->timestamp;
+  if (ev->timestamp > th->last_ts)
+    th->last_ts = ev->timestamp;
+  th->samples++;
+  const tj_wstack *ws = ev->stack_id ? window_find(j, ev->stack_id) : NULL;
+  uint32_t n = ws ? ws->n : 0;
+  if (n > TJ_MAX_FRAMES)
+    n = TJ_MAX_FRAMES; /* the runtime stops at 100 */
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t ip = nt_stack_ip(j->win + ws->off, i, j->pointer_size);
+    if (!addr_index(j, ip, i == 0, &j->scratch[i], d))
+      return d->code;
+  }
+  uint32_t id = 0;
+  ps_err e = intern(j, j->scratch, n, &id, d);
+  if (e)
+    return e;
+  uint8_t rec[17];
+  rec[0] = 'S';
+  put32(rec + 1, t);
+  put32(rec + 5, id);
+  put64(rec + 9, ev->timestamp);
+  j->stats.samples++;
+  return spill_put(j, rec, sizeof rec, d);
+}
+
+static ps_err on_event(trace_job *j, const nt_event *ev, ps_diag *d) {
+  j->stats.events++;
+  const tj_meta *m = NULL;
+  if (ev->metadata_id < j->nmeta_by_id && j->meta_by_id[ev->metadata_id] != TJ_NONE)
+    m = &j->metas[j->meta_by_id[ev->metadata_id]];
+  if (!m)
+    return PS_E_OK; /* no metadata: not an event pdbsym reads */
+  ps_err e = PS_E_OK;
+  switch ((nt_event_class)m->cls) {
+  case NT_EV_METHOD_LOAD: {
+    nt_method_load ml;
+    e = nt_decode_method_load(ev->payload, ev->payload_len, m->version, &ml, d);
+    if (e == PS_E_OK && !ntc_add_method(&j->code, &ml))
+      e = ps_diag_set(d, j->code.err, "trace", (size_t)ev->offset,
+                      "the code map needs more than the %zu-byte code budget",
+                      j->opt.code_budget);
+    j->stats.methods = j->code.nmethods;
+    break;
+  }
+  case NT_EV_IL_MAP: {
+    nt_il_map im;
+    e = nt_decode_il_map(ev->payload, ev->payload_len, m->version, &im, d);
+    if (e == PS_E_OK && !ntc_add_il_map(&j->code, &im))
+      e = ps_diag_set(d, j->code.err, "trace", (size_t)ev->offset,
+                      "the code map needs more than the %zu-byte code budget",
+                      j->opt.code_budget);
+    break;
+  }
+  case NT_EV_MODULE_LOAD: {
+    nt_module_load mo;
+    e = nt_decode_module_load(ev->payload, ev->payload_len, m->version, &mo, d);
+    if (e == PS_E_OK && !ntc_add_module(&j->code, &mo))
+      e = ps_diag_set(d, j->code.err, "trace", (size_t)ev->offset,
+                      "the code map needs more than the %zu-byte code budget",
+                      j->opt.code_budget);
+    j->stats.modules = j->code.nmodules;
+    break;
+  }
+  case NT_EV_SAMPLE: e = on_sample(j, ev, d); break;
+  default: break;
+  }
+  if (e != PS_E_OK && d->where == NULL)
+    d->where = "EventBlock";
+  return e;
+}
+
+static ps_err on_metadata(trace_job *j, const nt_block *b, ps_diag *d) {
+  nt_metadata_iter it;
+  ps_err e = nt_metadata_begin(&it, b, j->format, d);
+  bool have = true;
+  while (e == PS_E_OK && have) {
+    nt_metadata m;
+    e = nt_metadata_next(&it, &m, &have, d);
+    if (e != PS_E_OK || !have)
+      break;
+    if (m.id < j->nmeta_by_id && j->meta_by_id[m.id] != TJ_NONE) { /* defined again */
+      j->metas[j->meta_by_id[m.id]] = (tj_meta){m.id, (uint8_t)nt_classify(&m), m.version};
+      continue;
+    }
+    if (m.id >= MAX_METADATA || j->nmetas >= MAX_METADATA)
+      return ps_diag_set(d, PS_E_LIMIT, "MetadataBlock", (size_t)b->offset,
+                         "metadata id %u over the limit of %d", m.id, MAX_METADATA);
+    if (!tj_grow(j, (void **)&j->metas, &j->cmetas, j->nmetas + 1, sizeof *j->metas, d))
+      return d->code;
+    if (m.id >= j->nmeta_by_id) {
+      size_t old = j->cmeta_by_id;
+      if (!tj_grow(j, (void **)&j->meta_by_id, &j->cmeta_by_id, (size_t)m.id + 1,
+                   sizeof *j->meta_by_id, d))
+        return d->code;
+      for (size_t i = old; i < j->cmeta_by_id; i++)
+        j->meta_by_id[i] = TJ_NONE;
+      j->nmeta_by_id = (size_t)m.id + 1;
+    }
+    j->metas[j->nmetas] = (tj_meta){m.id, (uint8_t)nt_classify(&m), m.version};
+    j->meta_by_id[m.id] = (uint32_t)j->nmetas++;
+  }
+  return e;
+}
+
+static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
+  j->stats.blocks++;
+  switch (b->kind) {
+  case NT_BLOCK_TRACE: {
+    nt_trace_info ti;
+    ps_err e = nt_read_trace(b, j->format, &ti, d);
+    if (e)
+      return e;
+    j->pointer_size = ti.pointer_size;
+    j->qpc_freq = ti.qpc_frequency;
+    j->sync_qpc = ti.sync_qpc;
+    j->sampling_ns = ti.sampling_rate ? ti.sampling_rate : 1000000;
+    j->pid = ti.process_id;
+    return PS_E_OK;
+  }
+  case NT_BLOCK_METADATA: return on_metadata(j, b, d);
+  case NT_BLOCK_STACK: return window_add_block(j, b, d);
+  case NT_BLOCK_SP: {
+    nt_sequence_point sp;
+    ps_err e = nt_read_sequence_point(b, j->format, &sp, d);
+    window_clear(j);
+    return e;
+  }
+  case NT_BLOCK_EVENT: {
+    nt_event_iter it;
+    ps_err e = nt_events_begin(&it, b, j->format, d);
+    bool have = true;
+    while (e == PS_E_OK && have) {
+      nt_event ev;
+      e = nt_events_next(&it, &ev, &have, d);
+      if (e == PS_E_OK && have)
+        e = on_event(j, &ev, d);
+    }
+    return e;
+  }
+  case NT_BLOCK_THREAD: { /* V6: events name threads by index */
+    nt_thread_iter it;
+    ps_err e = nt_threads_begin(&it, b, d);
+    bool have = true;
+    while (e == PS_E_OK && have) {
+      nt_thread t;
+      e = nt_threads_next(&it, &t, &have, d);
+      if (e != PS_E_OK || !have || !t.has_thread_id)
+        continue;
+      size_t k = 0;
+      while (k < j->nv6 && j->v6_threads[k].index != t.index)
+        k++;
+      if (k == j->nv6) {
+        if (!tj_grow(j, (void **)&j->v6_threads, &j->cv6, j->nv6 + 1, sizeof *j->v6_threads, d))
+          return d->code;
+        j->nv6++;
+      }
+      j->v6_threads[k].index = t.index;
+      j->v6_threads[k].tid = t.os_thread_id;
+    }
+    return e;
+  }
+  default: return PS_E_OK; /* V6 label lists: nothing pdbsym needs */
+  }
+}
+
+/* ---- the job ---- */
+
+ps_err trace_job_open(const trace_options *o, trace_job **out, ps_diag *d) {
+  *out = NULL;
+  trace_job *j = calloc(1, sizeof *j);
+  if (!j)
+    return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+  j->opt = *o;
+  if (!j->opt.stack_budget)
+    j->opt.stack_budget = TRACE_DEFAULT_STACK_BUDGET;
+  if (!j->opt.stack_window)
+    j->opt.stack_window = TRACE_DEFAULT_STACK_WINDOW;
+  if (!j->opt.code_budget)
+    j->opt.code_budget = TRACE_DEFAULT_CODE_BUDGET;
+  if (!j->opt.max_block)
+    j->opt.max_block = TRACE_DEFAULT_MAX_BLOCK;
+  if (!j->opt.top)
+    j->opt.top = TRACE_DEFAULT_TOP;
+  snprintf(j->name, sizeof j->name, "%s", o->name ? o->name : "trace");
+  ps_budget_init(&j->budget, j->opt.code_budget);
+  ntc_init(&j->code, &j->budget);
+  nt_stream_init(&j->stream, j->opt.max_block);
+  j->next_stack_id = 1;
+  j->win_sorted = true;
+  ps_err e = spill_open(j, d);
+  if (e) {
+    trace_job_close(j);
+    return e;
+  }
+  *out = j;
+  return PS_E_OK;
+}
+
+void trace_job_set_progress(trace_job *j, trace_progress_fn fn, void *ctx) {
+  j->progress = fn;
+  j->progress_ctx = ctx;
+}
+
+void trace_job_set_deadline(trace_job *j, uint64_t deadline_ms) {
+  j->opt.resolve_deadline_ms = deadline_ms;
+}
+
+const trace_stats *trace_job_stats(const trace_job *j) { return &j->stats; }
+
+/* Reads every whole block in the window. */
+static ps_err pump(trace_job *j, bool eof, ps_diag *d) {
+  size_t pos = 0;
+  ps_err e = PS_E_OK;
+  while (!j->stream.ended) {
+    size_t used, need;
+    nt_block b;
+    static const uint8_t nothing[1];
+    const uint8_t *at = j->rbuf ? j->rbuf + pos : nothing; /* no bytes fed at all */
+    e = nt_stream_next(&j->stream, at, j->rlen - pos, eof, &used, &need, &b, d);
+    if (e == PS_E_TRUNCATED && !eof) {
+      e = PS_E_OK;
+      j->need = need;
+      break;
+    }
+    if (e)
+      break;
+    if (j->stream.format && !j->format)
+      j->format = j->stream.format;
+    pos += used;
+    j->stats.bytes = j->stream.offset;
+    if (b.kind != NT_BLOCK_NONE && b.kind != NT_BLOCK_END) {
+      e = on_block(j, &b, d);
+      if (e)
+        break;
+      if (j->progress)
+        j->progress(j->progress_ctx, &j->stats);
+    }
+  }
+  if (pos) {
+    memmove(j->rbuf, j->rbuf + pos, j->rlen - pos);
+    j->rlen -= pos;
+  }
+  if (e == PS_E_OK && eof && !j->stream.ended)
+    e = ps_diag_set(d, PS_E_TRUNCATED, "end of stream", (size_t)j->stream.offset,
+                    "the trace ends without its end-of-stream mark");
+  return e;
+}
+
+ps_err trace_job_feed(trace_job *j, const uint8_t *data, size_t len, ps_diag *d) {
+  if (j->failed)
+    return ps_diag_set(d, PS_E_INVALID, "trace", 0, "the job already failed");
+  while (len > 0) {
+    if (j->stream.ended) { /* bytes after the end mark are ignored */
+      j->stats.bytes += len;
+      return PS_E_OK;
+    }
+    size_t want = j->need > j->rlen ? j->need - j->rlen : 0;
+    size_t take = len;
+    if (j->rlen + take > j->rcap) {
+      size_t limit = j->opt.max_block + 256;
+      size_t ncap = j->rcap ? j->rcap : 1 << 16;
+      while (ncap < j->rlen + take && ncap < limit)
+        ncap *= 2;
+      if (ncap > limit)
+        ncap = limit > j->rlen + want ? limit : j->rlen + want;
+      if (ncap > j->rcap) {
+        uint8_t *nb = realloc(j->rbuf, ncap);
+        if (!nb)
+          return j->failed = true, ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+        j->rbuf = nb;
+        j->rcap = ncap;
+        if (ncap > j->stats.peak_read_bytes)
+          j->stats.peak_read_bytes = ncap;
+      }
+      if (take > j->rcap - j->rlen)
+        take = j->rcap - j->rlen;
+    }
+    memcpy(j->rbuf + j->rlen, data, take);
+    j->rlen += take;
+    data += take;
+    len -= take;
+    if (j->rlen >= j->need || j->rlen == j->rcap) {
+      ps_err e = pump(j, false, d);
+      if (e)
+        return j->failed = true, e;
+      if (j->rlen == j->rcap && j->need > j->rcap)
+        return j->failed = true,
+               ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stream.offset,
+                           "a block of more than %zu bytes", j->opt.max_block);
+    }
+  }
+  return PS_E_OK;
+}
+
+void trace_job_close(trace_job *j) {
+  if (!j)
+    return;
+  if (j->spill)
+    fclose(j->spill);
+  for (size_t i = 0; i < j->nmods; i++) {
+    if (j->mods[i].local)
+      st_free(&j->mods[i].local_st);
+    if (j->mods[i].pinned && j->eng)
+      engine_release(j->eng, &j->mods[i].h);
+  }
+  free(j->mods);
+  ntc_free(&j->code);
+  free(j->rbuf);
+  free(j->win);
+  free(j->wstacks);
+  free(j->islots);
+  free(j->iarena);
+  free(j->addrs);
+  free(j->addr_slots);
+  free(j->threads);
+  free(j->metas);
+  free(j->meta_by_id);
+  free(j->v6_threads);
+  free(j->frames);
+  free(j->frame_slots);
+  free(j->fstrs);
+  free(j);
+}
+
+/* ---- finishing: modules and frames ---- */
+
+static const char *base_name(const char *p) {
+  const char *b = p;
+  for (const char *q = p; *q; q++)
+    if (*q == '/' || *q == '\\')
+      b = q + 1;
+  return b;
+}
+
+/* "System.Private.CoreLib" from ".../System.Private.CoreLib.dll" */
+static void short_module(const char *path, char *out, size_t cap) {
+  const char *b = base_name(path);
+  size_t n = strlen(b);
+  if (n > 4 && (!strcmp(b + n - 4, ".dll") || !strcmp(b + n - 4, ".exe") ||
+                !strcmp(b + n - 4, ".DLL") || !strcmp(b + n - 4, ".EXE")))
+    n -= 4;
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(out, b, n);
+  out[n] = '\0';
+}
+
+static uint32_t fstr(trace_job *j, const char *s, ps_diag *d) {
+  size_t n = strlen(s);
+  if (n == 0)
+    return 0;
+  if (j->fstrs_len == 0) {
+    if (!tj_grow(j, (void **)&j->fstrs, &j->fstrs_cap, 1, 1, d))
+      return TJ_NONE;
+    j->fstrs_len = 1;
+  }
+  if (!tj_grow(j, (void **)&j->fstrs, &j->fstrs_cap, j->fstrs_len + n + 1, 1, d))
+    return TJ_NONE;
+  uint32_t off = (uint32_t)j->fstrs_len;
+  memcpy(j->fstrs + off, s, n + 1);
+  j->fstrs_len += n + 1;
+  return off;
+}
+
+/* the frame index of (name, file, line, column), added if new */
+static bool frame_index(trace_job *j, const tj_frame *f, const char *name, const char *file,
+                        const char *function, const char *async, uint32_t *out, ps_diag *d) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char *p = name; *p; p++)
+    h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+  h = mix64(h ^ f->line ^ ((uint64_t)f->column << 32));
+  for (const char *p = file; *p; p++)
+    h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+  if ((j->nframes + 1) * 2 > j->frame_slots_cap) {
+    size_t ncap = j->frame_slots_cap ? 2 * j->frame_slots_cap : 1024;
+    if (!code_take(j, ncap * sizeof(uint32_t), d))
+      return false;
+    uint32_t *ns = calloc(ncap, sizeof *ns);
+    if (!ns)
+      return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory"), false;
+    for (size_t i = 0; i < j->nframes; i++) {
+      size_t s = (size_t)j->frames[i].hash & (ncap - 1);
+      while (ns[s])
+        s = (s + 1) & (ncap - 1);
+      ns[s] = (uint32_t)i + 1;
+    }
+    free(j->frame_slots);
+    j->frame_slots = ns;
+    j->frame_slots_cap = ncap;
+  }
+  size_t mask = j->frame_slots_cap - 1;
+  size_t s = (size_t)h & mask;
+  for (;; s = (s + 1) & mask) {
+    uint32_t v = j->frame_slots[s];
+    if (!v)
+      break;
+    const tj_frame *g = &j->frames[v - 1];
+    if (g->hash == h && g->line == f->line && g->column == f->column &&
+        !strcmp(tj_str(j, g->name), name) && !strcmp(tj_str(j, g->file), file)) {
+      *out = v - 1;
+      return true;
+    }
+  }
+  if (!tj_grow(j, (void **)&j->frames, &j->cframes, j->nframes + 1, sizeof *j->frames, d))
+    return false;
+  tj_frame nf = *f;
+  nf.hash = h;
+  nf.name = fstr(j, name, d);
+  nf.file = fstr(j, file, d);
+  nf.function = fstr(j, function, d);
+  nf.async_method = fstr(j, async, d);
+  if (nf.name == TJ_NONE || nf.file == TJ_NONE || nf.function == TJ_NONE ||
+      nf.async_method == TJ_NONE)
+    return false;
+  j->frames[j->nframes] = nf;
+  j->frame_slots[s] = (uint32_t)j->nframes + 1;
+  *out = (uint32_t)j->nframes++;
+  j->stats.frames = j->nframes;
+  return true;
+}
+
+/* The symbols of trace module mi, resolved once. */
+static const symtab *module_symbols(trace_job *j, uint32_t mi, trace_local_fn local,
+                                    void *lctx) {
+  tj_module *m = &j->mods[mi];
+  if (m->tried)
+    return m->st;
+  m->tried = true;
+  j->stats.modules_needed++;
+  const ntc_module *cm = &j->code.modules[mi];
+  const char *pdb = ntc_s(&j->code, cm->pdb_path);
+  const char *il = ntc_s(&j->code, cm->il_path);
+  if (!cm->has_pdb || !*il)
+    return NULL;
+  module_id id;
+  memset(&id, 0, sizeof id);
+  const char *why = NULL;
+  char want[MODULE_NAME_MAX + 1];
+  if (*pdb) {
+    snprintf(want, sizeof want, "%s", base_name(pdb));
+  } else { /* no PDB path: NAME.pdb beside NAME.dll */
+    char s[MODULE_NAME_MAX - 3];
+    short_module(il, s, sizeof s);
+    snprintf(want, sizeof want, "%s.pdb", s);
+  }
+  if (!module_parse_file_name(want, id.debug_file, sizeof id.debug_file, &why))
+    return NULL;
+  memcpy(id.guid, cm->pdb_guid, 16);
+  id.age = cm->pdb_age;
+  id.format = ST_FORMAT_UNKNOWN;
+  module_parse_file_name(base_name(il), id.code_file, sizeof id.code_file, &why);
+  if (local && local(lctx, &id, il, &m->local_st)) {
+    m->local = true;
+    m->st = &m->local_st;
+  } else if (j->eng) {
+    engine_resolve(j->eng, &id, j->opt.resolve_deadline_ms, &m->h);
+    if (m->h.status == MOD_FOUND) {
+      m->pinned = true;
+      m->st = m->h.st;
+    }
+  }
+  if (m->st)
+    j->stats.modules_found++;
+  if (j->progress)
+    j->progress(j->progress_ctx, &j->stats);
+  return m->st;
+}
+
+static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, void *lctx,
+                              ps_diag *d) {
+  ntc_answer ans;
+  tj_frame f;
+  memset(&f, 0, sizeof f);
+  char name[2048], mod[256], function[1024] = "", async[1024] = "";
+  const char *file = "";
+  if (!ntc_lookup(&j->code, a->ip, a->leaf, &ans)) {
+    snprintf(name, sizeof name, "?!?");
+    f.unknown = true;
+  } else {
+    const ntc_method *m = ans.method;
+    short_module(ans.module ? ntc_s(&j->code, ans.module->il_path) : "", mod, sizeof mod);
+    const char *sig = strchr(ntc_s(&j->code, m->signature), '(');
+    const char *ns = ntc_s(&j->code, m->ns);
+    snprintf(name, sizeof name, "%s!%s%s%s%s", *mod ? mod : "?", ns, *ns ? "." : "",
+             ntc_s(&j->code, m->name), sig ? sig : "()");
+    f.token = m->token;
+    f.il = ans.il;
+    if (ans.module && ans.il >= 0 && (m->token >> 24) == 0x06) {
+      const symtab *st = module_symbols(j, m->module, local, lctx);
+      if (st) {
+        st_answer sa;
+        st_lookup_token(st, m->token, (uint32_t)ans.il, &sa);
+        if (sa.status == ST_OK && sa.nsyms > 0) {
+          const st_symbol *s = &sa.syms[0];
+          if (s->file && s->has_line) {
+            file = s->file;
+            f.line = s->line;
+            f.column = s->has_column ? s->column : 0;
+            f.hidden = s->hidden;
+          }
+          snprintf(function, sizeof function, "%s", s->function);
+          if (s->async_method)
+            snprintf(async, sizeof async, "%s", s->async_method);
+        }
+      }
+    }
+  }
+  if (f.line)
+    j->stats.frames_with_line++;
+  uint32_t fi;
+  if (!frame_index(j, &f, name, file, function, async, &fi, d))
+    return d->code;
+  a->frame = fi;
+  return PS_E_OK;
+}
+
+ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lctx,
+                        ps_diag *d) {
+  if (j->failed)
+    return ps_diag_set(d, PS_E_INVALID, "trace", 0, "the job already failed");
+  ps_err err = pump(j, true, d);
+  if (err)
+    return j->failed = true, err;
+  if (!j->stream.trace_seen)
+    return j->failed = true, ps_diag_set(d, PS_E_CORRUPT, "trace", 0, "no Trace object");
+  j->eng = e;
+  err = ntc_finish(&j->code);
+  if (err)
+    return j->failed = true,
+           ps_diag_set(d, err, "trace", (size_t)j->stats.bytes,
+                       "the code map needs more than the %zu-byte code budget",
+                       j->opt.code_budget);
+  j->nmods = j->code.nmodules;
+  j->mods = calloc(j->nmods ? j->nmods : 1, sizeof *j->mods);
+  if (!j->mods)
+    return j->failed = true, ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+  for (size_t i = 0; i < j->naddrs; i++) {
+    err = resolve_address(j, &j->addrs[i], local, lctx, d);
+    if (err)
+      return j->failed = true, err;
+  }
+  if (fflush(j->spill) != 0)
+    return j->failed = true, ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s",
+                                         strerror(errno));
+  j->finished = true;
+  if (j->progress)
+    j->progress(j->progress_ctx, &j->stats);
+  return PS_E_OK;
+}
+
+/* ---- replaying the spill file (for the writers) ---- */
+
+static uint32_t get32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d) {
+  if (fseek(j->spill, 0, SEEK_SET) != 0)
+    return ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s", strerror(errno));
+  /* the stacks of the current generation: ids first_id.., frames in an arena */
+  uint32_t first_id = 0;
+  size_t nst = 0, cst = 0, alen = 0, acap = 0;
+  size_t *st_off = NULL;
+  uint32_t *st_n = NULL, *arena = NULL;
+  ps_err e = PS_E_OK;
+  uint32_t frames[TJ_MAX_FRAMES];
+  for (;;) {
+    int tag = fgetc(j->spill);
+    if (tag == EOF)
+      break;
+    uint8_t b[16];
+    if (tag == 'F') {
+      nst = 0;
+      alen = 0;
+      first_id = 0;
+    } else if (tag == 'D') {
+      if (fread(b, 1, 6, j->spill) != 6) {
+        e = ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: short read");
+        break;
+      }
+      uint32_t id = get32(b);
+      uint32_t n = (uint32_t)b[4] | (uint32_t)b[5] << 8;
+      if (nst == 0)
+        first_id = id;
+      if (id != first_id + nst || n > TJ_MAX_FRAMES) {
+        e = ps_diag_set(d, PS_E_CORRUPT, "trace", 0, "spill file: stack %u out of order", id);
+        break;
+      }
+      if (nst == cst) {
+        cst = cst ? 2 * cst : 1024;
+        size_t *no = realloc(st_off, cst * sizeof *no);
+        uint32_t *nn = no ? realloc(st_n, cst * sizeof *nn) : NULL;
+        if (no)
+          st_off = no;
+        if (!no || !nn) {
+          e = ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+          break;
+        }
+        st_n = nn;
+      }
+      if (alen + n > acap) {
+        acap = acap ? acap : 1 << 14;
+        while (acap < alen + n)
+          acap *= 2;
+        uint32_t *na = realloc(arena, acap * sizeof *na);
+        if (!na) {
+          e = ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+          break;
+        }
+        arena = na;
+      }
+      for (uint32_t i = 0; i < n; i++) {
+        if (fread(b, 1, 4, j->spill) != 4) {
+          e = ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: short read");
+          break;
+        }
+        uint32_t ai = get32(b);
+        arena[alen + i] = ai < j->naddrs ? j->addrs[ai].frame : 0;
+      }
+      if (e)
+        break;
+      st_off[nst] = alen;
+      st_n[nst] = n;
+      nst++;
+      alen += n;
+    } else if (tag == 'S') {
+      if (fread(b, 1, 16, j->spill) != 16) {
+        e = ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: short read");
+        break;
+      }
+      uint32_t t = get32(b), id = get32(b + 4);
+      uint64_t ts = (uint64_t)get32(b + 8) | (uint64_t)get32(b + 12) << 32;
+      if (id < first_id || id - first_id >= nst) {
+        e = ps_diag_set(d, PS_E_CORRUPT, "trace", 0, "spill file: sample of unknown stack");
+        break;
+      }
+      size_t k = id - first_id;
+      if (st_n[k])
+        memcpy(frames, arena + st_off[k], st_n[k] * sizeof *frames);
+      e = fn(ctx, t, ts, frames, st_n[k]);
+      if (e)
+        break;
+    } else {
+      e = ps_diag_set(d, PS_E_CORRUPT, "trace", 0, "spill file: record %d", tag);
+      break;
+    }
+  }
+  free(st_off);
+  free(st_n);
+  free(arena);
+  if (e == PS_E_OK && ferror(j->spill))
+    e = ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s", strerror(errno));
+  fseek(j->spill, 0, SEEK_END);
+  return e;
+}

@@ -1,0 +1,105 @@
+/*
+ * trace.h - symbolicating a .NET EventPipe trace (.nettrace): every CPU
+ * sample's stack, each frame named and given its file and line, in bounded
+ * memory whatever the trace's length.  Knows nothing of HTTP.
+ *
+ *   trace_job_open      a job with its limits (trace_options)
+ *   trace_job_feed      the file's bytes, in chunks of any size, once
+ *   trace_job_finish    end of input: the code map is finished, every module
+ *                       the samples touch is resolved (a local callback, then
+ *                       the engine: hot set, cache, symbol servers), every
+ *                       distinct frame looked up
+ *   trace_job_write     the answer: speedscope JSON, pprof, or a top-N text
+ *
+ * Memory: the trace is read through a window of one block (max_block); stack
+ * ids resolve against the StackBlocks since the last sequence point
+ * (max_stack_window); the samples go to a spill file as they come, and
+ * their stacks are interned in a table of at most stack_budget bytes, which
+ * is written to the spill file and emptied whenever it fills.  What stays in
+ * memory beyond those budgets grows with the program's code (methods, IL
+ * maps, distinct return addresses, threads: code_budget), never with the
+ * trace's length.  trace_stats reports the peaks.
+ *
+ * Thread safety: one job is used by one thread at a time; jobs are
+ * independent (they share only the engine, which is thread-safe).
+ */
+#ifndef PDBSYM_TRACE_H
+#define PDBSYM_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "error.h"
+#include "module.h"
+#include "symtab.h"
+
+#define TRACE_DEFAULT_STACK_BUDGET ((size_t)32 << 20)   /* interned stacks in memory */
+#define TRACE_DEFAULT_STACK_WINDOW ((size_t)64 << 20)   /* StackBlocks between sequence points */
+#define TRACE_DEFAULT_CODE_BUDGET ((size_t)256 << 20)   /* code map, addresses, threads, frames */
+#define TRACE_DEFAULT_MAX_BLOCK ((size_t)16 << 20)      /* one block of the file */
+#define TRACE_DEFAULT_TOP 25
+
+typedef enum { TRACE_SPEEDSCOPE = 0, TRACE_PPROF, TRACE_TOP } trace_format;
+
+/* "speedscope", "pprof", "top"; false for any other name */
+bool trace_format_parse(const char *name, trace_format *out);
+const char *trace_format_name(trace_format f);
+
+typedef struct {
+  size_t stack_budget;   /* 0: default */
+  size_t stack_window;   /* 0: default */
+  size_t code_budget;    /* 0: default */
+  size_t max_block;      /* 0: default */
+  const char *spill_dir; /* folder for the spill file; NULL: $TMPDIR or /tmp */
+  const char *name;      /* the trace's name in the output (its file name), may be NULL */
+  uint64_t resolve_deadline_ms; /* per module, absolute CLOCK_MONOTONIC ms; 0: none */
+  int top;               /* rows of the top-N text; 0: default */
+} trace_options;
+
+typedef struct {
+  uint64_t bytes;          /* of the trace consumed */
+  uint64_t blocks;
+  uint64_t events;
+  uint64_t samples;
+  uint64_t threads;
+  uint64_t stacks;         /* distinct stacks interned (counted again after a flush) */
+  uint64_t stack_flushes;  /* times the intern table filled and was written out */
+  uint64_t spill_bytes;
+  uint64_t addresses;      /* distinct (IP, innermost?) pairs */
+  uint64_t frames;         /* distinct output frames */
+  uint64_t methods;        /* method bodies the trace describes */
+  uint64_t modules;        /* modules the trace describes */
+  uint64_t modules_needed; /* modules with frames in samples */
+  uint64_t modules_found;  /* of those, with symbols */
+  uint64_t frames_with_line;
+  size_t peak_stack_bytes;  /* interned-stack table, high-water mark */
+  size_t peak_window_bytes; /* StackBlocks kept between sequence points */
+  size_t peak_code_bytes;   /* code map + addresses + threads + frames */
+  size_t peak_read_bytes;   /* the block window */
+} trace_stats;
+
+/* A symbol file the caller has for m (a folder named on the command line):
+ * fill st (finished; the job st_free's it) and return true, or return false. */
+typedef bool (*trace_local_fn)(void *ctx, const module_id *m, const char *il_path, symtab *st);
+typedef ps_err (*trace_write_fn)(void *ctx, const void *data, size_t len);
+/* Called after each block read and each module resolved; may be NULL. */
+typedef void (*trace_progress_fn)(void *ctx, const trace_stats *s);
+
+typedef struct trace_job trace_job;
+
+ps_err trace_job_open(const trace_options *o, trace_job **out, ps_diag *diag);
+ps_err trace_job_feed(trace_job *j, const uint8_t *data, size_t len, ps_diag *diag);
+ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *local_ctx,
+                        ps_diag *diag);
+ps_err trace_job_write(trace_job *j, trace_format f, trace_write_fn w, void *wctx,
+                       ps_diag *diag);
+void trace_job_set_progress(trace_job *j, trace_progress_fn fn, void *ctx);
+/* Modules still downloading at deadline_ms (CLOCK_MONOTONIC ms, engine_now_ms)
+ * are answered without symbols; 0: no limit. */
+void trace_job_set_deadline(trace_job *j, uint64_t deadline_ms);
+const trace_stats *trace_job_stats(const trace_job *j);
+void trace_job_close(trace_job *j);
+
+#endif
