@@ -27,8 +27,21 @@ void jsonw_init(jsonw *w, size_t initial, size_t max) {
   }
 }
 
+void jsonw_init_grow(jsonw *w, size_t max, jsonw_grow_fn grow, void *ctx, char *buf,
+                     size_t size) {
+  memset(w, 0, sizeof *w);
+  w->max = max ? max : SIZE_MAX - 1;
+  w->grow = grow;
+  w->grow_ctx = ctx;
+  if (buf && size) {
+    w->buf = buf;
+    w->cap = size - 1; /* one byte is kept for the NUL */
+  }
+}
+
 void jsonw_free(jsonw *w) {
-  free(w->buf);
+  if (!w->grow)
+    free(w->buf);
   w->buf = NULL;
   w->len = w->cap = 0;
 }
@@ -53,7 +66,7 @@ const char *jsonw_strerror(jsonw_err e) {
 
 char *jsonw_take(jsonw *w, size_t *len) {
   char *out = NULL;
-  if (!w->err) {
+  if (!w->err && !w->grow) {
     if (!w->buf) {
       w->buf = malloc(1);
       w->cap = 0;
@@ -93,6 +106,17 @@ char *jsonw__grow(jsonw *w, size_t n) {
     return NULL;
   }
   size_t need = w->len + n, ncap = w->cap ? w->cap : 256;
+  if (w->grow) { /* the owner's buffer, grown by its own rule */
+    char *b = w->buf;
+    size_t size = w->cap ? w->cap + 1 : 0;
+    if (!w->grow(w->grow_ctx, &b, &size, need + 1) || !b || size < need + 1) {
+      w->err = JSONW_E_NOMEM;
+      return NULL;
+    }
+    w->buf = b;
+    w->cap = size - 1 > w->max ? w->max : size - 1;
+    return w->buf + w->len;
+  }
   while (ncap < need)
     ncap = ncap > w->max / 2 ? w->max : ncap * 2;
   if (ncap > w->max)

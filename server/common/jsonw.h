@@ -24,7 +24,9 @@
  *
  * Ownership: the writer owns its buffer until jsonw_take hands it to the
  * caller (malloc'd, NUL-terminated, freed with free()); jsonw_free releases
- * whatever is left.  Not thread-safe: one writer per thread.
+ * whatever is left.  A writer made with jsonw_init_grow does not own its
+ * buffer: the grow function's owner does (a buffer in a memory budget), and
+ * jsonw_free only forgets it.  Not thread-safe: one writer per thread.
  */
 #ifndef PDBSYM_JSONW_H
 #define PDBSYM_JSONW_H
@@ -38,9 +40,16 @@ typedef enum { JSONW_OK = 0, JSONW_E_NOMEM, JSONW_E_LIMIT, JSONW_E_DEPTH } jsonw
 
 #define JSONW_MAX_DEPTH 64
 
+/* Grows a buffer the writer does not own: *buf must afterwards hold at least
+ * need bytes (the text so far kept), *size its new size.  false: it could
+ * not (the writer fails with JSONW_E_NOMEM; the owner knows why). */
+typedef bool (*jsonw_grow_fn)(void *ctx, char **buf, size_t *size, size_t need);
+
 typedef struct {
   char *buf;
   size_t len, cap; /* bytes written, bytes allocated (one more is kept for the NUL) */
+  jsonw_grow_fn grow; /* NULL: the writer's own malloc'd buffer */
+  void *grow_ctx;
   size_t max;      /* the text may not pass this many bytes */
   jsonw_err err;
   unsigned depth;
@@ -51,6 +60,11 @@ typedef struct {
 /* initial: bytes to allocate up front (0: none until the first write; it is
  * clamped to max); max: the cap (0: SIZE_MAX - 1). */
 void jsonw_init(jsonw *w, size_t initial, size_t max);
+/* A writer whose buffer is grown by grow(ctx, ...) (borrowed: it must
+ * outlive the writer), starting from buf (NULL or size bytes the owner
+ * holds).  max as for jsonw_init.  jsonw_text ends the text with its NUL;
+ * jsonw_take is not for these writers (it returns NULL). */
+void jsonw_init_grow(jsonw *w, size_t max, jsonw_grow_fn grow, void *ctx, char *buf, size_t size);
 void jsonw_free(jsonw *w);
 /* Empties the writer for a new document, keeping its buffer. */
 void jsonw_reset(jsonw *w);

@@ -358,6 +358,82 @@ TEST(the_cap_holds) {
   jsonw_free(&w);
 }
 
+/* A buffer its owner grows (as a request's budgeted buffer is): a byte
+ * budget, growth by the owner's rule (a little more than asked). */
+typedef struct {
+  char *p;
+  size_t size;
+  size_t budget; /* most bytes the owner may hold */
+  int grows;
+} owner;
+
+static bool owner_grow(void *ctx, char **buf, size_t *size, size_t need) {
+  owner *o = ctx;
+  CHECK(*buf == o->p);
+  size_t n = need + need / 4 + 7;
+  if (n > o->budget)
+    n = need;
+  if (n > o->budget)
+    return false;
+  char *p = realloc(o->p, n);
+  if (!p)
+    return false;
+  o->p = *buf = p;
+  o->size = *size = n;
+  o->grows++;
+  return true;
+}
+
+TEST(a_buffer_its_owner_grows) {
+  int bad = 0, grows = 0;
+  for (int i = 0; i < 3000; i++) {
+    owner o = {NULL, 0, SIZE_MAX, 0};
+    if (i % 2) { /* the owner starts with a small block of its own */
+      o.size = 1 + rnd() % 8;
+      o.p = malloc(o.size);
+    }
+    jsonw w;
+    jsonw_init_grow(&w, 0, owner_grow, &o, o.p, o.size);
+    json_t *ref = gen_doc(&w, 0);
+    char *want = json_dumps(ref, JSON_COMPACT | JSON_ENCODE_ANY);
+    size_t len = 0;
+    const char *got = jsonw_text(&w, &len);
+    if (!want || jsonw_error(&w) || strcmp(want, got) || len != strlen(want) || got != o.p ||
+        len + 1 > o.size) {
+      if (bad++ < 3)
+        fprintf(stderr, "  document %d:\n    jansson %s\n    jsonw   %s\n", i, want, got);
+    }
+    CHECK(jsonw_take(&w, NULL) == NULL); /* not the writer's to hand out */
+    jsonw_free(&w);                      /* forgets it; the owner frees it */
+    grows += o.grows;
+    free(o.p);
+    free(want);
+    json_decref(ref);
+  }
+  CHECK_EQ_U(bad, 0);
+  CHECK(grows > 3000);
+  /* the owner refuses: the writer fails, sticky, and writes nothing more */
+  owner o = {NULL, 0, 40, 0};
+  jsonw w;
+  jsonw_init_grow(&w, 0, owner_grow, &o, NULL, 0);
+  jsonw_arr(&w);
+  for (int i = 0; i < 20; i++)
+    jsonw_str(&w, "abc");
+  CHECK_EQ_U(jsonw_error(&w), JSONW_E_NOMEM);
+  CHECK(w.len + 1 <= o.size && o.size <= 40);
+  size_t n;
+  CHECK_EQ_S(jsonw_text(&w, &n), "");
+  jsonw_free(&w);
+  free(o.p);
+  /* the writer's own cap comes first */
+  owner big = {NULL, 0, SIZE_MAX, 0};
+  jsonw_init_grow(&w, 10, owner_grow, &big, NULL, 0);
+  jsonw_str(&w, "0123456789");
+  CHECK_EQ_U(jsonw_error(&w), JSONW_E_LIMIT);
+  jsonw_free(&w);
+  free(big.p);
+}
+
 TEST(nesting_and_misuse) {
   jsonw w;
   jsonw_init(&w, 0, 0);
@@ -397,6 +473,7 @@ int main(void) {
   RUN(numbers_as_jansson_writes_them);
   RUN(documents_as_jansson_writes_them);
   RUN(the_cap_holds);
+  RUN(a_buffer_its_owner_grows);
   RUN(nesting_and_misuse);
   return test_summary();
 }
