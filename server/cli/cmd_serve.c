@@ -38,10 +38,18 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "pdbsym serve: %s\n", err);
     return 2;
   }
-  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.download_workers ||
-      !cfg.download_queue || !cfg.max_parallel_downloads) {
-    fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, download_workers, "
-                    "download_queue and max_parallel_downloads must be > 0\n");
+  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.request_workers ||
+      !cfg.http_threads || !cfg.download_workers || !cfg.download_queue ||
+      !cfg.max_parallel_downloads) {
+    fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, request_workers, "
+                    "http_threads, download_workers, download_queue and max_parallel_downloads "
+                    "must be > 0\n");
+    return 2;
+  }
+  if (cfg.max_inflight > 100000 || cfg.max_connections > 1000000 || cfg.request_workers > 4096 ||
+      cfg.http_threads > 256) {
+    fprintf(stderr, "pdbsym serve: max_inflight <= 100000, max_connections <= 1000000, "
+                    "request_workers <= 4096 and http_threads <= 256\n");
     return 2;
   }
   if (cfg.download_workers > 256 || cfg.download_queue > 1000000 || cfg.max_parallel_downloads > 256) {

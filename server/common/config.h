@@ -51,14 +51,23 @@ typedef struct {
   uint64_t max_modules;
   uint64_t max_answer_bytes;  /* largest answer body (bytes) */
   uint64_t max_inflight;
+  uint64_t request_memory_max; /* bytes; 0: no budget */
+  uint64_t request_workers;
+  uint64_t http_threads;
   uint64_t max_connections;
-  uint64_t connection_timeout; /* seconds */
+  uint64_t max_connections_per_ip; /* 0: none */
+  uint64_t read_timeout;       /* seconds, absolute; 0: none */
+  uint64_t write_timeout;      /* seconds, absolute; 0: none */
+  uint64_t defer_accept;       /* seconds (TCP_DEFER_ACCEPT); 0: off */
+  uint64_t connection_timeout; /* seconds, idle */
+  char allowed_hosts[1024];
   uint64_t default_timeout;    /* seconds */
   uint64_t max_timeout;        /* seconds */
   uint64_t retry_after;        /* seconds */
   uint64_t shutdown_grace;     /* seconds */
   uint64_t max_trace_bytes;    /* POST /traces body cap */
   uint64_t max_trace_jobs;     /* POST /traces at once */
+  uint64_t trace_min_rate;     /* bytes/s a /traces body averages past read_timeout; 0: none */
   uint64_t trace_stack_budget; /* bytes of interned stacks per trace job; 0 = default */
   uint64_t trace_code_budget;  /* bytes of code tables per trace job; 0 = default */
   char trace_spill_dir[1024];  /* spill and answer files; "" = $TMPDIR or /tmp */

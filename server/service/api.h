@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "reqmem.h"
 
 /* The routes (the request log and the metrics count by route). */
 typedef enum {
@@ -73,6 +74,8 @@ typedef struct {
   unsigned status;
   char *body;               /* malloc'd; the caller owns it (http.c hands it to libmicrohttpd as it is) */
   size_t len;
+  size_t charged;           /* bytes of the request memory budget the body holds:
+                             * the caller gives them back (rm_release) with it */
   const char *content_type; /* static */
   const char *allow;        /* 405: the Allow header, static; else NULL */
   unsigned retry_after;     /* > 0: a Retry-After header */
@@ -118,6 +121,15 @@ bool api_route_has_body(api_route_id r);
 /* Answers one request whose route api_route accepted. */
 void api_handle(api *a, api_route_id route, const char *path, const char *query_format,
                 const char *body, size_t len, api_response *out);
+
+/* api_handle for a request whose body is in a buffer of the request memory
+ * budget (body is freed, and its reservation given back, as soon as it is
+ * parsed), whose other buffers draw on grant (reqmem.h), and that arrived at
+ * received_ms (engine_now_ms): the request's timeout counts from then, time
+ * spent waiting for a worker included.  The answer's body leaves the grant
+ * with its reservation (out->charged). */
+void api_handle_owned(api *a, api_route_id route, const char *path, const char *query_format,
+                      rm_buf *body, rm_grant *grant, uint64_t received_ms, api_response *out);
 
 /* A JSON error response {"error": msg, "field": field?}; field may be NULL. */
 void api_error(api_response *out, unsigned status, const char *msg, const char *field);

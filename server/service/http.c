@@ -1,48 +1,105 @@
 /*
- * http.c - libmicrohttpd plumbing for `pdbsym serve`: routing decisions that
- * need only the request line (404, 405), limits on the wire (413 for bodies,
- * 503 for too many requests in flight, two Content-Length headers), the
- * request id, the request log and the metrics of every request.  The routes
- * themselves are in api.c.  See http.h for the thread model.
+ * http.c - libmicrohttpd plumbing for `pdbsym serve`: the event loop, the
+ * connection limits and deadlines (through conns.h), the requests that run on
+ * the worker pool (workers.h), and the checks that need only the request
+ * line and headers: Host (403), route (404, 405; an OPTIONS preflight of
+ * /symbolicate/v5 answered by api_preflight), Content-Type of a body (415),
+ * Content-Length (400, 413), requests in flight and the memory budget
+ * (503).  Also CORS headers on every answer of a route browsers call
+ * (api_cors), the request id, the request log and the metrics of every
+ * request, and POST /traces, whose body streams into a trace job instead of
+ * a buffer.  The routes themselves are in api.c.  See http.h for the threads.
+ *
+ * A request's path through this file:
+ *   on_connection(STARTED)  conns_add: phase READ, its read deadline starts
+ *   on_request, first call  headers complete: the checks above
+ *   on_request, body calls  the body into a buffer charged to the budget
+ *   on_request, last call   light route: answered here (phase WRITE);
+ *                           heavy route: phase BUSY, connection suspended,
+ *                           run_request queued on the workers
+ *   run_request (worker)    api_handle, then MHD_resume_connection
+ *   on_request, resumed     the answer queued (phase WRITE)
+ *
+ * POST /traces differs: once admitted its connection is in phase STREAM
+ * (not evictable; its read deadline grows with the bytes received, at
+ * trace_min_rate), each body chunk is fed to the trace job on the event loop
+ * (parsing a block; the job's memory is bounded by its own budgets, not
+ * request_memory_max), and the last call hands the job to a worker
+ * (run_trace: wait for the modules, symbolicate, write the answer to an
+ * unlinked file), which libmicrohttpd then sends from the file.
+ *   on_completed            logged, counted, freed; phase READ again for the
+ *                           next request on a kept-alive connection
+ *   on_connection(CLOSED)   conns_remove
  */
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
+#include "conns.h"
 #include "log.h"
 #include "metrics.h"
+#include "reqmem.h"
 #include "trace.h"
+#include "workers.h"
+
+#define MAX_ALLOWED_HOSTS 32
 
 struct http_server {
   struct MHD_Daemon *d;
   api *a;
   const srv_config *cfg;
   unsigned port;
-  _Atomic long active; /* requests begun and not yet completed (all routes) */
+  conns *ct;
+  wpool *wp;
+  _Atomic long active;    /* requests begun and not yet completed (all routes) */
+  _Atomic long suspended; /* connections waiting for a worker's answer */
+  unsigned max_connections; /* in force (the fd limit may lower the setting) */
+  char listen_host[256];  /* the host part of `listen`, lower case */
+  bool allow_any_host;
+  unsigned nallowed;
+  char allowed[MAX_ALLOWED_HOSTS][256];
 };
 
 typedef struct {
+  http_server *srv;
+  struct MHD_Connection *c;
   api_route_id route;
-  bool heavy_counted;   /* counted in the metrics' in-flight gauge */
-  bool answered;        /* a response was queued */
+  bool heavy_counted; /* counted in the metrics' in-flight gauge */
+  bool answered;      /* a response was queued */
   bool too_large;
-  uint64_t discarded;   /* body bytes thrown away after the cap */
+  bool close_after;   /* the answer closes the connection */
+  bool out_of_memory; /* the body did not fit in the memory budget */
+  bool dispatched;    /* handed to a worker */
+  _Atomic bool done;  /* the worker's answer is in ar */
+  uint64_t discarded; /* body bytes thrown away after a refusal */
   unsigned status;
-  char *body;
-  size_t len, cap;
+  rm_buf body;
+  rm_grant grant;     /* the request's share of the memory budget */
+  char *url;          /* copy for the worker */
+  char *fmt;          /* ?format=, copy for the worker; NULL if absent */
+  api_response ar;
   uint64_t start_ns;
+  uint64_t received_ms; /* engine_now_ms() when the request was complete */
   char request_id[72];
   char method[16];
   char path[256];
@@ -52,6 +109,10 @@ typedef struct {
   bool trace_counted, trace_failed;
   uint64_t trace_bytes;
   ps_diag trace_diag;
+  trace_format trace_fmt;
+  uint64_t trace_timeout_s; /* ?timeout=, or default_timeout */
+  int answer_fd;            /* the answer's file, once run_trace wrote it; -1: none */
+  uint64_t answer_size;
 } req_ctx;
 
 static _Atomic long heavy_inflight;
@@ -88,6 +149,137 @@ static void make_request_id(struct MHD_Connection *c, char *out, size_t cap) {
            (unsigned long long)n);
 }
 
+static conn_entry *entry_of(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+/* ---- Host and Content-Type ------------------------------------------------- */
+
+/* Lower-cases the host part of a Host header value (or of `listen`) into out:
+ * "[::1]:8765" -> "[::1]", "Example.COM.:80" -> "example.com".  false when
+ * the value is not a host with an optional port. */
+static bool host_part(const char *v, char *out, size_t cap) {
+  while (*v == ' ' || *v == '\t')
+    v++;
+  size_t n = strlen(v);
+  while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+    n--;
+  size_t hl;
+  if (n && v[0] == '[') {
+    const char *rb = memchr(v, ']', n);
+    if (!rb)
+      return false;
+    hl = (size_t)(rb - v) + 1;
+  } else {
+    const char *colon = memchr(v, ':', n);
+    hl = colon ? (size_t)(colon - v) : n;
+    if (colon && memchr(colon + 1, ':', n - hl - 1))
+      return false; /* an IPv6 address without brackets */
+  }
+  if (hl < n) { /* a port: ":" and digits */
+    if (v[hl] != ':' || hl + 1 == n)
+      return false;
+    for (size_t i = hl + 1; i < n; i++)
+      if (!isdigit((unsigned char)v[i]))
+        return false;
+  }
+  if (hl && v[hl - 1] == '.' && v[0] != '[')
+    hl--; /* "localhost." is "localhost" */
+  if (!hl || hl >= cap)
+    return false;
+  for (size_t i = 0; i < hl; i++)
+    out[i] = (char)tolower((unsigned char)v[i]);
+  out[hl] = '\0';
+  return true;
+}
+
+/* A Host that a DNS-rebinding page cannot send: an IP literal (a rebinding
+ * page's requests carry its own domain name, never an address), localhost,
+ * the listen address's host, or a name in allowed_hosts. */
+static bool host_allowed(const http_server *srv, const char *value) {
+  if (srv->allow_any_host)
+    return true;
+  char h[256];
+  if (!host_part(value, h, sizeof h))
+    return false;
+  unsigned char buf[16];
+  if (h[0] == '[') {
+    char inner[256];
+    size_t n = strlen(h);
+    memcpy(inner, h + 1, n - 2);
+    inner[n - 2] = '\0';
+    return inet_pton(AF_INET6, inner, buf) == 1;
+  }
+  if (inet_pton(AF_INET, h, buf) == 1 || !strcmp(h, "localhost") || !strcmp(h, srv->listen_host))
+    return true;
+  for (unsigned i = 0; i < srv->nallowed; i++)
+    if (!strcmp(h, srv->allowed[i]))
+      return true;
+  return false;
+}
+
+/* Whether a Content-Type value's media type is `want`, any case, with or
+ * without parameters. */
+static bool media_type_is(const char *ct, const char *want) {
+  if (!ct)
+    return false;
+  while (*ct == ' ' || *ct == '\t')
+    ct++;
+  size_t n = strlen(want);
+  if (strncasecmp(ct, want, n))
+    return false;
+  char next = ct[n];
+  return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+/* A type a web page on any origin may POST without a CORS preflight (the
+ * Fetch standard's CORS-safelisted Content-Type values). */
+static bool cors_simple_type(const char *ct) {
+  return media_type_is(ct, "text/plain") || media_type_is(ct, "application/x-www-form-urlencoded") ||
+         media_type_is(ct, "multipart/form-data");
+}
+
+/* The body's declared type, by route (api.md, "Errors", 415):
+ *   /symbolicate   application/json, so that a web page's form or text/plain
+ *                  POST, which browsers send to any origin without asking,
+ *                  cannot drive it;
+ *   /symbolicate/v5 application/json, or text/plain or none: the Firefox
+ *                  Profiler sends its v5 requests with no type (the browser
+ *                  then says text/plain), a CORS-simple request; v5 is meant
+ *                  for pages on other origins, and its answers are readable
+ *                  by them anyway (cors_origins);
+ *   /traces        a type given, and not one of the CORS-simple ones (a trace
+ *                  is binary: application/octet-stream).
+ * NULL when ct is acceptable, else the 415's message in msg. */
+static const char *content_type_refusal(api_route_id route, const char *ct, char *msg, size_t cap) {
+  char given[96];
+  if (ct)
+    snprintf(given, sizeof given, ", not '%.64s'", ct);
+  else
+    snprintf(given, sizeof given, " is missing");
+  if (route == RT_TRACES) {
+    if (ct && !cors_simple_type(ct))
+      return NULL;
+    snprintf(msg, cap,
+             "a trace is sent with a Content-Type web pages cannot send without asking "
+             "(application/octet-stream)%s",
+             ct ? given : ", and it is missing");
+    return msg;
+  }
+  if (media_type_is(ct, "application/json"))
+    return NULL;
+  if (route == RT_SYMBOLICATE_V5) {
+    if (!ct || media_type_is(ct, "text/plain"))
+      return NULL;
+    snprintf(msg, cap, "the body must be JSON: Content-Type: application/json or text/plain%s",
+             given);
+    return msg;
+  }
+  snprintf(msg, cap, "the body must be JSON: Content-Type: application/json%s", given);
+  return msg;
+}
+
 /* ---- Content-Length headers ------------------------------------------------ */
 
 typedef struct {
@@ -111,17 +303,48 @@ static enum MHD_Result scan_cl(void *cls, enum MHD_ValueKind kind, const char *k
 
 /* ---- responses -------------------------------------------------------------- */
 
+/* An answer's body while libmicrohttpd sends it: freed, and its share of the
+ * memory budget given back, when libmicrohttpd is done with it. */
+typedef struct {
+  char *body;
+  size_t charged;
+} sent_body;
+
+static void free_sent_body(void *cls) {
+  sent_body *sb = cls;
+  free(sb->body);
+  rm_release(sb->charged);
+  free(sb);
+}
+
+static void drop_answer(api_response *ar) {
+  free(ar->body);
+  rm_release(ar->charged);
+  ar->body = NULL;
+  ar->charged = 0;
+}
+
 static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c, req_ctx *r,
                                      api_response *ar) {
-  /* the answer's buffer goes to libmicrohttpd as it is, which frees it */
-  struct MHD_Response *resp =
-      ar->body ? MHD_create_response_from_buffer(ar->len, ar->body, MHD_RESPMEM_MUST_FREE)
-               : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-  if (!resp)
-    free(ar->body);
-  ar->body = NULL;
-  if (!resp)
+  /* the body goes to libmicrohttpd as it is, no copy */
+  struct MHD_Response *resp = NULL;
+  sent_body *sb = ar->body ? malloc(sizeof *sb) : NULL;
+  if (sb) {
+    sb->body = ar->body;
+    sb->charged = ar->charged;
+    resp = MHD_create_response_from_buffer_with_free_callback_cls(ar->len, ar->body,
+                                                                  free_sent_body, sb);
+    if (!resp)
+      free(sb);
+  } else if (!ar->body) {
+    resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  }
+  if (!resp) {
+    drop_answer(ar);
     return MHD_NO;
+  }
+  ar->body = NULL;
+  ar->charged = 0;
   MHD_add_response_header(resp, "Content-Type",
                           ar->content_type ? ar->content_type : "application/json");
   MHD_add_response_header(resp, "X-Request-Id", r->request_id);
@@ -137,12 +360,13 @@ static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c,
     snprintf(v, sizeof v, "%u", ar->retry_after);
     MHD_add_response_header(resp, "Retry-After", v);
   }
-  if (srv->a->draining || r->too_large)
+  if (srv->a->draining || r->too_large || r->out_of_memory || r->close_after)
     MHD_add_response_header(resp, "Connection", "close");
   r->status = ar->status;
   r->answered = true;
   r->frames = ar->frames;
   r->modules = ar->modules;
+  conns_set_phase(srv->ct, entry_of(c), CONN_WRITE);
   enum MHD_Result ret = MHD_queue_response(c, ar->status, resp);
   MHD_destroy_response(resp);
   return ret;
@@ -159,83 +383,16 @@ static enum MHD_Result send_error(http_server *srv, struct MHD_Connection *c, re
   return send_response(srv, c, r, &ar);
 }
 
-/* ---- the access handler ------------------------------------------------------- */
-
-/* POST /traces has its own body cap: a trace is read as it comes, never held */
-static uint64_t body_cap(http_server *srv, const req_ctx *r) {
-  return r->route == RT_TRACES ? srv->cfg->max_trace_bytes : srv->cfg->max_body_bytes;
+static enum MHD_Result send_memory_refusal(http_server *srv, struct MHD_Connection *c,
+                                           req_ctx *r) {
+  char msg[160];
+  snprintf(msg, sizeof msg,
+           "the memory budget of requests in flight is taken (request_memory_max = %llu)",
+           (unsigned long long)srv->cfg->request_memory_max);
+  return send_error(srv, c, r, 503, msg, NULL);
 }
 
-static const char *body_cap_name(const req_ctx *r) {
-  return r->route == RT_TRACES ? "max_trace_bytes" : "max_body_bytes";
-}
-
-static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, req_ctx *r,
-                                  const char *url, const char *method) {
-  const char *allow = NULL;
-  api_match m = api_route(method, url, &r->route, &allow);
-  if (m == API_NOT_FOUND)
-    return send_error(srv, c, r, 404, "no such route", NULL);
-  if (m == API_PREFLIGHT) {
-    api_response ar;
-    api_preflight(srv->a, r->route, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"),
-                  MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                              "Access-Control-Request-Private-Network"),
-                  &ar);
-    return send_response(srv, c, r, &ar);
-  }
-  if (m == API_BAD_METHOD) {
-    api_response ar;
-    memset(&ar, 0, sizeof ar);
-    ar.frames = ar.modules = -1;
-    char msg[96];
-    snprintf(msg, sizeof msg, "method %s not allowed; use %s", method, allow);
-    api_error(&ar, 405, msg, NULL);
-    ar.allow = allow;
-    return send_response(srv, c, r, &ar);
-  }
-  cl_scan cl = {0, false, ""};
-  MHD_get_connection_values(c, MHD_HEADER_KIND, scan_cl, &cl);
-  if (cl.differ)
-    return send_error(srv, c, r, 400, "conflicting Content-Length headers", NULL);
-  if (cl.count) {
-    char *end;
-    unsigned long long n = strtoull(cl.first, &end, 10);
-    if (n > body_cap(srv, r)) {
-      r->too_large = true;
-      char msg[128];
-      snprintf(msg, sizeof msg, "request body larger than %s = %llu", body_cap_name(r),
-               (unsigned long long)body_cap(srv, r));
-      return send_error(srv, c, r, 413, msg, NULL);
-    }
-  }
-  if (api_route_heavy(r->route)) {
-    long now = atomic_fetch_add(&heavy_inflight, 1) + 1;
-    r->heavy_counted = true;
-    mt_inflight_add(1);
-    if ((uint64_t)now > srv->cfg->max_inflight) {
-      char msg[128];
-      snprintf(msg, sizeof msg, "too many requests in flight (max_inflight = %llu)",
-               (unsigned long long)srv->cfg->max_inflight);
-      return send_error(srv, c, r, 503, msg, NULL);
-    }
-  }
-  if (r->route == RT_TRACES) {
-    long now = atomic_fetch_add(&trace_jobs, 1) + 1;
-    r->trace_counted = true;
-    if ((uint64_t)now > srv->cfg->max_trace_jobs) {
-      char msg[128];
-      snprintf(msg, sizeof msg, "too many traces in flight (max_trace_jobs = %llu)",
-               (unsigned long long)srv->cfg->max_trace_jobs);
-      return send_error(srv, c, r, 503, msg, NULL);
-    }
-    const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
-    trace_format tf;
-    if (fmt && !trace_format_parse(fmt, &tf))
-      return send_error(srv, c, r, 400, "format must be speedscope, pprof or top", "format");
-  }
-  return MHD_YES;
-}
+/* ---- the worker side ---------------------------------------------------------- */
 
 /* ---- POST /traces ------------------------------------------------------------ */
 
@@ -254,7 +411,8 @@ static ps_err to_fd(void *ctx, const void *data, size_t len) {
   return PS_E_OK;
 }
 
-/* a body chunk: into the job (opened on the first one) */
+/* A body chunk: into the job (opened on the first one).  On the event loop:
+ * the job reads what it can of the blocks the chunk completes. */
 static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n) {
   if (r->trace_failed)
     return;
@@ -275,23 +433,20 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
     r->trace_failed = true;
 }
 
-static enum MHD_Result trace_answer(http_server *srv, struct MHD_Connection *c, req_ctx *r) {
+/* On a worker, once the body is in: the modules resolved (waiting up to the
+ * request's timeout), every frame named, the answer written to an unlinked
+ * file (r->answer_fd) - or an error in r->ar. */
+static void run_trace(req_ctx *r) {
+  http_server *srv = r->srv;
   char msg[320];
+  memset(&r->ar, 0, sizeof r->ar);
+  r->ar.frames = r->ar.modules = -1;
   if (!r->job && !r->trace_failed) {
     ps_diag_clear(&r->trace_diag);
     trace_chunk(srv, r, "", 0); /* an empty body: open the job so that it says why */
   }
   if (!r->trace_failed) {
-    /* the modules' downloads wait at most ?timeout= (or default_timeout) seconds */
-    uint64_t timeout = srv->cfg->default_timeout;
-    const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout");
-    if (t) {
-      char *end;
-      unsigned long long v = strtoull(t, &end, 10);
-      if (*t && !*end && v <= srv->cfg->max_timeout)
-        timeout = v;
-    }
-    trace_job_set_deadline(r->job, engine_now_ms() + timeout * 1000);
+    trace_job_set_deadline(r->job, engine_now_ms() + r->trace_timeout_s * 1000);
     if (trace_job_finish(r->job, srv->a->eng, NULL, NULL, &r->trace_diag) != PS_E_OK)
       r->trace_failed = true;
   }
@@ -299,52 +454,243 @@ static enum MHD_Result trace_answer(http_server *srv, struct MHD_Connection *c, 
     unsigned status = r->trace_diag.code == PS_E_IO || r->trace_diag.code == PS_E_NOMEM ? 500
                                                                                         : 400;
     ps_diag_format(&r->trace_diag, msg, sizeof msg);
-    return send_error(srv, c, r, status, msg, NULL);
+    api_error(&r->ar, status, msg, NULL);
+    return;
   }
-  const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
-  trace_format tf = TRACE_SPEEDSCOPE;
-  if (fmt)
-    trace_format_parse(fmt, &tf);
   /* the answer goes to an unlinked file, then streams from it */
   const char *dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : getenv("TMPDIR");
   char path[1200];
   snprintf(path, sizeof path, "%s/pdbsym-answer-XXXXXX", dir && *dir ? dir : "/tmp");
   int fd = mkstemp(path);
-  if (fd < 0)
-    return send_error(srv, c, r, 500, "cannot create the answer file", NULL);
+  if (fd < 0) {
+    api_error(&r->ar, 500, "cannot create the answer file", NULL);
+    return;
+  }
   unlink(path);
-  ps_err e = trace_job_write(r->job, tf, to_fd, &fd, &r->trace_diag);
+  ps_err e = trace_job_write(r->job, r->trace_fmt, to_fd, &fd, &r->trace_diag);
   off_t size = lseek(fd, 0, SEEK_CUR);
   if (e != PS_E_OK || size < 0 || lseek(fd, 0, SEEK_SET) != 0) {
     close(fd);
     ps_diag_format(&r->trace_diag, msg, sizeof msg);
-    return send_error(srv, c, r, 500, msg, NULL);
+    api_error(&r->ar, 500, msg, NULL);
+    return;
   }
   const trace_stats *st = trace_job_stats(r->job);
   r->frames = (long)st->samples;
   r->modules = (long)st->modules_needed;
   trace_job_close(r->job);
   r->job = NULL;
-  struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)size, fd);
-  if (!resp) {
-    close(fd);
-    return MHD_NO;
-  }
+  r->answer_fd = fd;
+  r->answer_size = (uint64_t)size;
+}
+
+/* The trace's answer, sent from its file (on the event loop). */
+static enum MHD_Result send_trace(http_server *srv, struct MHD_Connection *c, req_ctx *r) {
+  struct MHD_Response *resp = MHD_create_response_from_fd(r->answer_size, r->answer_fd);
+  if (!resp)
+    return MHD_NO; /* the fd is closed by on_completed */
+  r->answer_fd = -1; /* the response's now */
   MHD_add_response_header(resp, "Content-Type",
-                          tf == TRACE_PPROF ? "application/octet-stream"
-                          : tf == TRACE_TOP ? "text/plain; charset=utf-8"
-                                            : "application/json");
+                          r->trace_fmt == TRACE_PPROF ? "application/octet-stream"
+                          : r->trace_fmt == TRACE_TOP ? "text/plain; charset=utf-8"
+                                                      : "application/json");
   MHD_add_response_header(resp, "X-Request-Id", r->request_id);
   if (srv->a->draining)
     MHD_add_response_header(resp, "Connection", "close");
   r->status = 200;
   r->answered = true;
+  conns_set_phase(srv->ct, entry_of(c), CONN_WRITE);
   enum MHD_Result ret = MHD_queue_response(c, 200, resp);
   MHD_destroy_response(resp);
   return ret;
 }
 
+static void run_job(void *arg) {
+  req_ctx *r = arg;
+  http_server *srv = r->srv;
+  if (r->route == RT_TRACES) {
+    run_trace(r);
+  } else {
+    /* the body is given back as soon as it is parsed */
+    api_handle_owned(srv->a, r->route, r->url, r->fmt, &r->body, &r->grant, r->received_ms,
+                     &r->ar);
+    rm_buf_free(&r->body);
+  }
+  atomic_store(&r->done, true);
+  struct MHD_Connection *c = r->c;
+  /* the count goes down only after the resume: http_stop waits for zero
+   * before it stops the daemon, which must find no connection suspended */
+  MHD_resume_connection(c);
+  atomic_fetch_sub(&srv->suspended, 1);
+}
 
+/* Queues a heavy request on the workers; the connection sleeps meanwhile. */
+static enum MHD_Result dispatch(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                                const char *url) {
+  const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+  r->url = strdup(url);
+  r->fmt = fmt ? strdup(fmt) : NULL;
+  if (!r->url || (fmt && !r->fmt))
+    return send_error(srv, c, r, 500, "out of memory", NULL);
+  r->dispatched = true;
+  r->received_ms = engine_now_ms();
+  conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
+  atomic_fetch_add(&srv->suspended, 1);
+  MHD_suspend_connection(c); /* before the job can resume it */
+  if (!wp_submit(srv->wp, run_job, r)) {
+    /* cannot happen while the queue holds max_inflight jobs; if it does,
+     * answer at once */
+    MHD_resume_connection(c);
+    atomic_fetch_sub(&srv->suspended, 1);
+    api_error(&r->ar, 503, "the request workers' queue is full", NULL);
+    r->ar.retry_after = (unsigned)srv->cfg->retry_after;
+    atomic_store(&r->done, true);
+  }
+  return MHD_YES;
+}
+
+/* ---- the access handler ------------------------------------------------------- */
+
+/* POST /traces has its own body cap: a trace is read as it comes, never held */
+static uint64_t body_cap(const http_server *srv, const req_ctx *r) {
+  return r->route == RT_TRACES ? srv->cfg->max_trace_bytes : srv->cfg->max_body_bytes;
+}
+
+static enum MHD_Result send_too_large(http_server *srv, struct MHD_Connection *c, req_ctx *r) {
+  char msg[128];
+  snprintf(msg, sizeof msg, "request body larger than %s = %llu",
+           r->route == RT_TRACES ? "max_trace_bytes" : "max_body_bytes",
+           (unsigned long long)body_cap(srv, r));
+  return send_error(srv, c, r, 413, msg, NULL);
+}
+
+/* POST /traces, admitted by max_inflight: a trace job slot, its query, and
+ * the connection's phase while its body streams in. */
+static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, req_ctx *r) {
+  long now = atomic_fetch_add(&trace_jobs, 1) + 1;
+  r->trace_counted = true;
+  if ((uint64_t)now > srv->cfg->max_trace_jobs) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "too many traces in flight (max_trace_jobs = %llu)",
+             (unsigned long long)srv->cfg->max_trace_jobs);
+    r->close_after = true; /* the body is not read */
+    return send_error(srv, c, r, 503, msg, NULL);
+  }
+  const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+  r->trace_fmt = TRACE_SPEEDSCOPE;
+  if (fmt && !trace_format_parse(fmt, &r->trace_fmt)) {
+    r->close_after = true;
+    return send_error(srv, c, r, 400, "format must be speedscope, pprof or top", "format");
+  }
+  /* the modules' downloads wait at most ?timeout= (or default_timeout) seconds */
+  r->trace_timeout_s = srv->cfg->default_timeout;
+  const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout");
+  if (t) {
+    char *end;
+    unsigned long long v = strtoull(t, &end, 10);
+    if (*t && !*end && v <= srv->cfg->max_timeout)
+      r->trace_timeout_s = v;
+  }
+  /* a long body is fine, a dripping one is not: past read_timeout, the body
+   * must keep arriving at trace_min_rate (trace_credit) */
+  conns_set_phase(srv->ct, entry_of(c), CONN_STREAM);
+  return MHD_YES;
+}
+
+/* The read deadline a /traces body has earned: read_timeout plus the time
+ * its bytes so far take at trace_min_rate. */
+static void trace_credit(http_server *srv, struct MHD_Connection *c, const req_ctx *r) {
+  uint64_t rate = srv->cfg->trace_min_rate;
+  if (!rate)
+    return;
+  uint64_t ms = r->trace_bytes / rate * 1000u + r->trace_bytes % rate * 1000u / rate;
+  conns_stream_credit(srv->ct, entry_of(c), ms);
+}
+
+static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                                  const char *url, const char *method) {
+  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+  if (host && !host_allowed(srv, host)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "Host '%.64s' is not allowed (see the allowed_hosts setting)", host);
+    r->close_after = true;
+    return send_error(srv, c, r, 403, msg, NULL);
+  }
+  const char *allow = NULL;
+  api_match m = api_route(method, url, &r->route, &allow);
+  if (m == API_NOT_FOUND)
+    return send_error(srv, c, r, 404, "no such route", NULL);
+  if (m == API_PREFLIGHT) {
+    /* a browser asks whether a page on another origin may POST here: the
+     * answer needs only the headers, so the event loop gives it */
+    api_response ar;
+    api_preflight(srv->a, r->route, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"),
+                  MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                              "Access-Control-Request-Private-Network"),
+                  &ar);
+    return send_response(srv, c, r, &ar);
+  }
+  if (m == API_BAD_METHOD) {
+    api_response ar;
+    memset(&ar, 0, sizeof ar);
+    ar.frames = ar.modules = -1;
+    char msg[96];
+    snprintf(msg, sizeof msg, "method %s not allowed; use %s", method, allow);
+    api_error(&ar, 405, msg, NULL);
+    ar.allow = allow;
+    return send_response(srv, c, r, &ar);
+  }
+  if (api_route_has_body(r->route)) {
+    /* a body must say what it is, so that a web page's form or text/plain
+     * POST (which browsers send cross-origin without asking) cannot drive a
+     * route not meant for pages (content_type_refusal) */
+    char msg[200];
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    if (content_type_refusal(r->route, ct, msg, sizeof msg)) {
+      r->close_after = true; /* the body is not read */
+      return send_error(srv, c, r, 415, msg, NULL);
+    }
+  }
+  cl_scan cl = {0, false, ""};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, scan_cl, &cl);
+  if (cl.differ)
+    return send_error(srv, c, r, 400, "conflicting Content-Length headers", NULL);
+  unsigned long long clen = 0;
+  if (cl.count) {
+    char *end;
+    clen = strtoull(cl.first, &end, 10);
+    if (clen > body_cap(srv, r)) {
+      r->too_large = true;
+      return send_too_large(srv, c, r);
+    }
+  }
+  if (api_route_heavy(r->route)) {
+    long now = atomic_fetch_add(&heavy_inflight, 1) + 1;
+    r->heavy_counted = true;
+    mt_inflight_add(1);
+    if ((uint64_t)now > srv->cfg->max_inflight) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "too many requests in flight (max_inflight = %llu)",
+               (unsigned long long)srv->cfg->max_inflight);
+      if (r->route == RT_TRACES)
+        r->close_after = true; /* a trace's body is not read */
+      return send_error(srv, c, r, 503, msg, NULL);
+    }
+  }
+  if (r->route == RT_TRACES)
+    return trace_admit(srv, c, r);
+  if (api_route_has_body(r->route) && clen) {
+    /* admitted with a share of the budget for its body, the arrays parsed
+     * from it and its answer (reqmem.h), reserved before a byte is read; the
+     * body's buffer is allocated whole at once */
+    if (!rm_grant_add(&r->grant, clen * RM_GRANT_FACTOR) ||
+        !rm_buf_reserve(&r->body, (size_t)clen)) {
+      r->out_of_memory = true;
+      return send_memory_refusal(srv, c, r);
+    }
+  }
+  return MHD_YES;
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
@@ -359,8 +705,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       return MHD_NO;
     *con_cls = r;
     atomic_fetch_add(&srv->active, 1);
+    r->srv = srv;
+    r->c = c;
+    r->route = RT_OTHER; /* until api_route says */
+    r->answer_fd = -1;
     r->start_ns = now_ns();
     r->frames = r->modules = -1;
+    r->body.cap = (size_t)srv->cfg->max_body_bytes;
+    r->body.grant = &r->grant;
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
     make_request_id(c, r->request_id, sizeof r->request_id);
@@ -373,9 +725,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (r->too_large) {
+    if (r->too_large || r->out_of_memory) {
       /* a body that keeps coming long after the cap: stop reading it (the
-       * 413 can only be sent once the body ends) */
+       * answer can only be sent once the body ends) */
       r->discarded += n;
       return r->discarded > body_cap(srv, r) ? MHD_NO : MHD_YES;
     }
@@ -386,60 +738,44 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
       }
       trace_chunk(srv, r, upload_data, n);
+      trace_credit(srv, c, r);
       return MHD_YES;
     }
-    if (!api_route_has_body(r->route) && r->len + n > 0) {
-      /* a GET with a body: ignore it */
-      return MHD_YES;
+    if (!api_route_has_body(r->route))
+      return MHD_YES; /* a GET with a body: ignore it */
+    if (!rm_buf_append(&r->body, upload_data, n)) {
+      if (r->body.over_cap)
+        r->too_large = true;
+      else
+        r->out_of_memory = true;
+      rm_buf_free(&r->body);
     }
-    if (r->len + n > srv->cfg->max_body_bytes) {
-      r->too_large = true;
-      free(r->body);
-      r->body = NULL;
-      r->len = r->cap = 0;
-      return MHD_YES;
-    }
-    if (r->len + n > r->cap) {
-      size_t ncap = r->cap ? r->cap : 4096;
-      while (ncap < r->len + n)
-        ncap *= 2;
-      if (ncap > srv->cfg->max_body_bytes)
-        ncap = (size_t)srv->cfg->max_body_bytes;
-      char *p = realloc(r->body, ncap);
-      if (!p)
-        return MHD_NO;
-      r->body = p;
-      r->cap = ncap;
-    }
-    memcpy(r->body + r->len, upload_data, n);
-    r->len += n;
     return MHD_YES;
   }
   /* the whole request is in */
-  if (r->too_large) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "request body larger than %s = %llu", body_cap_name(r),
-             (unsigned long long)body_cap(srv, r));
-    return send_error(srv, c, r, 413, msg, NULL);
+  if (r->too_large)
+    return send_too_large(srv, c, r);
+  if (r->out_of_memory)
+    return send_memory_refusal(srv, c, r);
+  if (atomic_load(&r->done)) {
+    if (r->answer_fd >= 0)
+      return send_trace(srv, c, r);
+    return send_response(srv, c, r, &r->ar);
   }
-  if (r->route == RT_TRACES) {
-    enum MHD_Result ret = trace_answer(srv, c, r);
-    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
-                              (unsigned int)srv->cfg->connection_timeout);
-    return ret;
-  }
+  if (r->dispatched)
+    return MHD_YES; /* woken before the answer: keep waiting */
+  if (api_route_heavy(r->route))
+    return dispatch(srv, c, r, url);
+  /* light routes (health, ready, metrics) never wait: answered here, on the
+   * event loop, whatever the workers are doing */
+  conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
   const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
-  api_response ar;
-  api_handle(srv->a, r->route, url, fmt, r->body, r->len, &ar);
-  /* the engine may have kept us long: restart the idle clock for the reply */
-  MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
-                            (unsigned int)srv->cfg->connection_timeout);
-  return send_response(srv, c, r, &ar);
+  api_handle(srv->a, r->route, url, fmt, r->body.p, r->body.len, &r->ar);
+  return send_response(srv, c, r, &r->ar);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-  (void)c;
   http_server *srv = cls;
   req_ctx *r = *con_cls;
   if (!r)
@@ -454,6 +790,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   if (r->trace_counted)
     atomic_fetch_sub(&trace_jobs, 1);
   trace_job_close(r->job);
+  if (r->answer_fd >= 0)
+    close(r->answer_fd); /* written, never sent */
   mt_request_done(r->route, status, secs);
   log_line l;
   log_begin(&l, status >= 500 || !r->answered ? LOG_WARN : LOG_INFO, "request");
@@ -472,13 +810,62 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     log_str(&l, "terminated", (unsigned)toe < 6 ? why[toe] : "other");
   }
   log_end(&l);
-  free(r->body);
+  rm_buf_free(&r->body);
+  drop_answer(&r->ar); /* an answer never queued */
+  rm_grant_end(&r->grant);
+  free(r->url);
+  free(r->fmt);
   free(r);
+  /* a kept-alive connection now waits for its next request */
+  conns_set_phase(srv->ct, entry_of(c), CONN_READ);
   atomic_fetch_sub(&srv->active, 1);
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  http_server *srv = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ad ? ad->client_addr : NULL;
+    socklen_t sl = sa && sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+                                                   : (socklen_t)sizeof(struct sockaddr_in);
+    *socket_context = fd ? conns_add(srv->ct, fd->connect_fd, sa, sl) : NULL;
+  } else {
+    conns_remove(srv->ct, *socket_context);
+    *socket_context = NULL;
+  }
+}
+
+/* libmicrohttpd's own messages, at most MHD_LOG_PER_S lines a second (the
+ * others counted, and the count given with the next line): it has one for
+ * every connection that ends badly, and a flood of connections must not
+ * become a flood of log lines (the metrics count connections). */
+#define MHD_LOG_PER_S 10
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   (void)cls;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t window_s;
+  static unsigned in_window;
+  static uint64_t suppressed;
+  uint64_t now_s = now_ns() / 1000000000u, held = 0;
+  pthread_mutex_lock(&mu);
+  if (now_s != window_s) {
+    window_s = now_s;
+    in_window = 0;
+  }
+  bool emit = in_window < MHD_LOG_PER_S;
+  if (emit) {
+    in_window++;
+    held = suppressed;
+    suppressed = 0;
+  } else {
+    suppressed++;
+  }
+  pthread_mutex_unlock(&mu);
+  if (!emit)
+    return;
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
   size_t n = strlen(msg);
@@ -487,13 +874,15 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   log_line l;
   log_begin(&l, LOG_WARN, "libmicrohttpd");
   log_str(&l, "detail", msg);
+  if (held)
+    log_int(&l, "suppressed", (long long)held); /* lines left out before this one */
   log_end(&l);
 }
 
 /* ---- start and stop ---------------------------------------------------------- */
 
 static bool parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
-                         char *err, size_t cap) {
+                         char *host_out, size_t host_cap, char *err, size_t cap) {
   char host[256];
   const char *colon = strrchr(listen, ':');
   if (!colon || colon == listen || !colon[1]) {
@@ -501,6 +890,8 @@ static bool parse_listen(const char *listen, struct sockaddr_storage *ss, sockle
     return false;
   }
   size_t hl = (size_t)(colon - listen);
+  if (!host_part(listen, host_out, host_cap))
+    host_out[0] = '\0';
   if (listen[0] == '[' && hl >= 2 && listen[hl - 1] == ']') {
     listen++;
     hl -= 2;
@@ -526,42 +917,198 @@ static bool parse_listen(const char *listen, struct sockaddr_storage *ss, sockle
   return true;
 }
 
+static bool parse_allowed_hosts(http_server *srv, const char *list, char *err, size_t cap) {
+  const char *p = list;
+  while (*p) {
+    while (*p == ',' || *p == ' ' || *p == '\t')
+      p++;
+    size_t n = strcspn(p, ", \t");
+    if (!n)
+      break;
+    if (n == 1 && *p == '*') {
+      srv->allow_any_host = true;
+    } else {
+      char one[256];
+      if (n >= sizeof one || srv->nallowed == MAX_ALLOWED_HOSTS) {
+        snprintf(err, cap, "allowed_hosts: at most %d names of 255 bytes", MAX_ALLOWED_HOSTS);
+        return false;
+      }
+      memcpy(one, p, n);
+      one[n] = '\0';
+      if (!host_part(one, srv->allowed[srv->nallowed], sizeof srv->allowed[0]) ||
+          strchr(one, ':')) {
+        snprintf(err, cap, "allowed_hosts: '%s' is not a host name (no port)", one);
+        return false;
+      }
+      srv->nallowed++;
+    }
+    p += n;
+  }
+  return true;
+}
+
+/* libmicrohttpd's own limit: room above ours for the connections we have
+ * shut down and it has not closed yet. */
+static unsigned mhd_limit(unsigned max_connections) {
+  unsigned extra = max_connections / 8;
+  return max_connections + (extra < 16 ? 16 : extra);
+}
+
+/* Every connection is a descriptor: raise the soft limit as far as the hard
+ * one allows, and lower max_connections if even that is too few. */
+static unsigned fit_fd_limit(unsigned want) {
+  const unsigned reserve = 256; /* the cache, downloads, logs, the listener */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return want;
+  rlim_t need = (rlim_t)mhd_limit(want) + reserve;
+  if (rl.rlim_cur < need) {
+    rlim_t cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    struct rlimit nr = {cur, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &nr) == 0)
+      rl.rlim_cur = cur;
+  }
+  if (rl.rlim_cur >= need)
+    return want;
+  unsigned fit = rl.rlim_cur > reserve + 32 ? (unsigned)((rl.rlim_cur - reserve - 16) * 8 / 9) : 16;
+  log_line l;
+  log_begin(&l, LOG_WARN, "descriptor limit too low for max_connections; lowered");
+  log_int(&l, "max_connections", (long long)want);
+  log_int(&l, "in_force", (long long)fit);
+  log_int(&l, "rlimit_nofile", (long long)rl.rlim_cur);
+  log_end(&l);
+  return fit < want ? fit : want;
+}
+
+/* For /metrics (mt_set_http_state). */
+static void http_state(void *ctx, mt_http_state *out) {
+  http_server *s = ctx;
+  conns_stats cs;
+  conns_get_stats(s->ct, &cs);
+  wp_stats ws;
+  wp_get_stats(s->wp, &ws);
+  out->connections = cs.open;
+  out->connections_max = s->max_connections;
+  out->evicted = cs.evicted;
+  out->refused = cs.refused;
+  out->read_expired = cs.read_expired;
+  out->write_expired = cs.write_expired;
+  out->workers = ws.threads;
+  out->workers_busy = ws.running;
+  out->queued = ws.queued;
+  out->memory_used = rm_used();
+  out->memory_peak = rm_peak();
+  out->memory_max = rm_max();
+  out->memory_refused = rm_refused();
+}
+
+/* A new connection that has sent nothing stays with the kernel for about
+ * `secs` (TCP_DEFER_ACCEPT; Linux rounds it up to its SYN-ACK retry times:
+ * 1, 3, 7, 15, 31 s): it is accepted when its first bytes arrive, or when
+ * the time is up.  Until then it costs no descriptor, no entry in the
+ * connection table and no work on the event loop, and it cannot sit in the
+ * accept queue ahead of a request that has arrived (docs/concurrency.md,
+ * "Connection floods"). */
+static void defer_silent_connections(struct MHD_Daemon *d, uint64_t secs) {
+  int v = secs > 3600 ? 3600 : (int)secs;
+  bool ok = false;
+#ifdef TCP_DEFER_ACCEPT
+  const union MHD_DaemonInfo *li = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+  ok = li && setsockopt(li->listen_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v) == 0;
+#else
+  (void)d;
+#endif
+  if (!ok) {
+    log_line l;
+    log_begin(&l, LOG_WARN,
+              "cannot set TCP_DEFER_ACCEPT: silent connections are accepted at once");
+    log_int(&l, "defer_accept", (long long)v);
+    log_end(&l);
+  }
+}
+
 http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   struct sockaddr_storage ss;
   socklen_t sl;
-  if (!parse_listen(cfg->listen, &ss, &sl, err, cap))
-    return NULL;
   http_server *srv = calloc(1, sizeof *srv);
   if (!srv) {
     snprintf(err, cap, "out of memory");
     return NULL;
   }
+  if (!parse_listen(cfg->listen, &ss, &sl, srv->listen_host, sizeof srv->listen_host, err, cap) ||
+      !parse_allowed_hosts(srv, cfg->allowed_hosts, err, cap)) {
+    free(srv);
+    return NULL;
+  }
   srv->a = a;
   srv->cfg = cfg;
   id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
-  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                       MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  rm_set_max(cfg->request_memory_max);
+#ifdef __GLIBC__
+  /* Request buffers (bodies, arrays, answers: 100 KiB to MiBs) are mapped
+   * and unmapped with each request, so that what the budget gives back
+   * leaves the process too.  Setting the threshold stops glibc from raising
+   * it after the first big free, which would keep every such buffer in its
+   * heaps, resident and out of the budget's count. */
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+  srv->max_connections = fit_fd_limit((unsigned)cfg->max_connections);
+  if (srv->max_connections <= cfg->max_inflight) {
+    log_line l;
+    log_begin(&l, LOG_WARN, "max_connections is not above max_inflight: busy requests can take "
+                            "every connection, and /health with them");
+    log_int(&l, "max_connections", (long long)srv->max_connections);
+    log_int(&l, "max_inflight", (long long)cfg->max_inflight);
+    log_end(&l);
+  }
+  conns_config cc = {srv->max_connections, (unsigned)cfg->max_connections_per_ip,
+                     cfg->read_timeout * 1000u, cfg->write_timeout * 1000u};
+  srv->ct = conns_open(&cc);
+  /* every heavy request admitted (max_inflight) fits in the queue */
+  srv->wp = wp_start((unsigned)cfg->request_workers, (unsigned)cfg->max_inflight, "pdbsym-req");
+  if (!srv->ct || !srv->wp) {
+    snprintf(err, cap, "cannot start the connection table or the request workers");
+    conns_close(srv->ct);
+    wp_stop(srv->wp);
+    free(srv);
+    return NULL;
+  }
+  unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                       MHD_USE_ERROR_LOG;
   if (ss.ss_family == AF_INET6)
     flags |= MHD_USE_IPv6;
   uint16_t port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
+  mt_set_http_state(http_state, srv); /* before the first request */
   srv->d = MHD_start_daemon(
       flags, port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->http_threads,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+      MHD_OPTION_CONNECTION_LIMIT, mhd_limit(srv->max_connections),
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
   if (!srv->d) {
+    mt_set_http_state(NULL, NULL);
     snprintf(err, cap, "cannot listen on %s", cfg->listen);
+    wp_stop(srv->wp);
+    conns_close(srv->ct);
     free(srv);
     return NULL;
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
   srv->port = di ? di->port : port;
+  if (cfg->defer_accept)
+    defer_silent_connections(srv->d, cfg->defer_accept);
   return srv;
 }
 
 unsigned http_port(const http_server *s) { return s->port; }
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
 
 const char *http_mhd_version(void) { return MHD_get_version(); }
 
@@ -574,20 +1121,35 @@ void http_stop(http_server *s, unsigned grace_s) {
   if (ls != MHD_INVALID_SOCKET)
     close(ls);
   uint64_t until = now_ns() + (uint64_t)grace_s * 1000000000u;
-  while (atomic_load(&s->active) > 0 && now_ns() < until) {
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
+  while (atomic_load(&s->active) > 0 && now_ns() < until)
+    sleep_ms(10);
   long left = atomic_load(&s->active);
   if (left > 0) {
-    /* a request waiting for a download (up to max_timeout) would hold
-     * MHD_stop_daemon, which joins its thread, until its deadline */
+    /* requests waiting for a download stop waiting (they answer pending) */
     engine_drain(s->a->eng);
     log_line l;
     log_begin(&l, LOG_WARN, "shutdown grace over, closing requests still in flight");
     log_int(&l, "requests", left);
     log_end(&l);
   }
+  /* libmicrohttpd must find no connection suspended when it stops: wait for
+   * the workers' answers (after engine_drain they come at once) */
+  const unsigned worker_grace_ms = 30000;
+  unsigned waited = 0;
+  while (atomic_load(&s->suspended) > 0 && waited < worker_grace_ms) {
+    sleep_ms(10);
+    waited += 10;
+  }
+  if (atomic_load(&s->suspended) > 0) {
+    log_line l;
+    log_begin(&l, LOG_ERROR, "request workers still busy 30 s after the drain; exiting");
+    log_int(&l, "requests", (long long)atomic_load(&s->suspended));
+    log_end(&l);
+    _exit(1);
+  }
   MHD_stop_daemon(s->d);
+  mt_set_http_state(NULL, NULL); /* no /metrics after the event loop */
+  wp_stop(s->wp);
+  conns_close(s->ct);
   free(s);
 }

@@ -4,19 +4,26 @@
  * cmd_serve.c uses the server through this header, which names no
  * libmicrohttpd type.
  *
- * Thread model: libmicrohttpd with one thread per connection
- * (MHD_USE_THREAD_PER_CONNECTION).  A request may block in the engine while a
- * module downloads; with a thread per connection that blocks only its own
- * connection, never a neighbour's.  The number of such requests is capped by
- * max_inflight (503 beyond it), connections by max_connections, the wait of
- * each request by its timeout (then `pending`), and idle or half-sent
- * connections by connection_timeout.  Downloads themselves run in the
- * engine, one per module, however many requests wait for it.
+ * Threads (docs/concurrency.md, "HTTP", has the whole picture):
+ *   - http_threads event-loop threads (libmicrohttpd with epoll and a thread
+ *     pool): accept, read requests, write answers, and answer the light routes
+ *     (/health, /ready, /metrics) themselves.  They never wait on the engine.
+ *   - request_workers threads: run /symbolicate, /symbolicate/v5 and /modules
+ *     (parse, wait for modules, render).  Their connection is suspended
+ *     meanwhile (MHD_suspend_connection) and resumed with the answer.  At most
+ *     max_inflight such requests are admitted (503 beyond); they queue for a
+ *     worker in a queue of max_inflight places.
+ *   - one sweeper thread (conns.h): closes connections past their absolute
+ *     read or write deadline.
+ * Connections: at most max_connections (and max_connections_per_ip); beyond,
+ * the oldest connection that holds no complete request is closed to make room
+ * (conns.h), so held-open connections cannot keep /health from answering.
  */
 #ifndef PDBSYM_HTTP_H
 #define PDBSYM_HTTP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "api.h"
 #include "config.h"
@@ -36,5 +43,7 @@ unsigned http_port(const http_server *s);
 /* Stops accepting connections, waits up to grace_s seconds for the requests
  * in flight to finish, then closes every connection and frees the server. */
 void http_stop(http_server *s, unsigned grace_s);
+
+
 
 #endif

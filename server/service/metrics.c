@@ -104,6 +104,67 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   }
 }
 
+static void (*http_state_fn)(void *, mt_http_state *);
+static void *http_state_ctx;
+
+void mt_set_http_state(void (*get)(void *ctx, mt_http_state *out), void *ctx) {
+  http_state_fn = get;
+  http_state_ctx = ctx;
+}
+
+static void render_http_state(sbuf *b) {
+  if (!http_state_fn)
+    return;
+  mt_http_state h;
+  memset(&h, 0, sizeof h);
+  http_state_fn(http_state_ctx, &h);
+  sb_printf(b,
+            "# HELP pdbsym_http_connections Open connections.\n"
+            "# TYPE pdbsym_http_connections gauge\n"
+            "pdbsym_http_connections %u\n"
+            "# HELP pdbsym_http_connections_max Most open connections (max_connections, or what the descriptor limit allows).\n"
+            "# TYPE pdbsym_http_connections_max gauge\n"
+            "pdbsym_http_connections_max %u\n"
+            "# HELP pdbsym_http_connections_evicted_total Connections without a complete request closed to make room for a newer one.\n"
+            "# TYPE pdbsym_http_connections_evicted_total counter\n"
+            "pdbsym_http_connections_evicted_total %llu\n"
+            "# HELP pdbsym_http_connections_refused_total Connections closed on arrival because every connection was busy.\n"
+            "# TYPE pdbsym_http_connections_refused_total counter\n"
+            "pdbsym_http_connections_refused_total %llu\n"
+            "# HELP pdbsym_http_read_deadline_closed_total Connections closed at read_timeout before their request was complete.\n"
+            "# TYPE pdbsym_http_read_deadline_closed_total counter\n"
+            "pdbsym_http_read_deadline_closed_total %llu\n"
+            "# HELP pdbsym_http_write_deadline_closed_total Connections closed at write_timeout before their answer was sent.\n"
+            "# TYPE pdbsym_http_write_deadline_closed_total counter\n"
+            "pdbsym_http_write_deadline_closed_total %llu\n"
+            "# HELP pdbsym_request_workers Threads that run /symbolicate, /symbolicate/v5 and /modules.\n"
+            "# TYPE pdbsym_request_workers gauge\n"
+            "pdbsym_request_workers %u\n"
+            "# HELP pdbsym_request_workers_busy Request workers running a request.\n"
+            "# TYPE pdbsym_request_workers_busy gauge\n"
+            "pdbsym_request_workers_busy %u\n"
+            "# HELP pdbsym_request_queue Admitted requests waiting for a worker.\n"
+            "# TYPE pdbsym_request_queue gauge\n"
+            "pdbsym_request_queue %u\n"
+            "# HELP pdbsym_request_memory_bytes Bytes of the request memory budget reserved now.\n"
+            "# TYPE pdbsym_request_memory_bytes gauge\n"
+            "pdbsym_request_memory_bytes %llu\n"
+            "# HELP pdbsym_request_memory_peak_bytes Most bytes of the request memory budget reserved at once.\n"
+            "# TYPE pdbsym_request_memory_peak_bytes gauge\n"
+            "pdbsym_request_memory_peak_bytes %llu\n"
+            "# HELP pdbsym_request_memory_max_bytes The request memory budget (request_memory_max; 0: none).\n"
+            "# TYPE pdbsym_request_memory_max_bytes gauge\n"
+            "pdbsym_request_memory_max_bytes %llu\n"
+            "# HELP pdbsym_request_memory_refused_total Reservations the request memory budget refused (requests answered 503).\n"
+            "# TYPE pdbsym_request_memory_refused_total counter\n"
+            "pdbsym_request_memory_refused_total %llu\n",
+            h.connections, h.connections_max, (unsigned long long)h.evicted,
+            (unsigned long long)h.refused, (unsigned long long)h.read_expired,
+            (unsigned long long)h.write_expired, h.workers, h.workers_busy, h.queued,
+            (unsigned long long)h.memory_used, (unsigned long long)h.memory_peak,
+            (unsigned long long)h.memory_max, (unsigned long long)h.memory_refused);
+}
+
 char *mt_render(uint64_t cache_bytes) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (!b.buf)
@@ -187,6 +248,7 @@ char *mt_render(uint64_t cache_bytes) {
             "pdbsym_download_duration_seconds_count %llu\n",
             (unsigned long long)acc, (double)atomic_load(&dl_micros) / 1e6,
             (unsigned long long)acc);
+  render_http_state(&b);
   if (b.oom) {
     free(b.buf);
     return NULL;

@@ -29,6 +29,18 @@ void mt_download(mod_status outcome, double seconds);
 /* The same, in the shape of engine_config.on_download. */
 void mt_download_cb(int outcome, double seconds);
 
+/* What the HTTP server's limits hold now (http.c fills it in). */
+typedef struct {
+  unsigned connections, connections_max;
+  uint64_t evicted, refused, read_expired, write_expired;
+  unsigned workers, workers_busy, queued;
+  uint64_t memory_used, memory_peak, memory_max, memory_refused;
+} mt_http_state;
+
+/* The function /metrics asks for that state (NULL: none; the series are then
+ * left out).  Set before the first request, cleared after the last. */
+void mt_set_http_state(void (*get)(void *ctx, mt_http_state *out), void *ctx);
+
 /* The exposition text; cache_bytes is the cache's size on disk
  * (engine_cache_bytes).  Caller frees; NULL when out of memory. */
 char *mt_render(uint64_t cache_bytes);

@@ -91,6 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     free(ref.body);
     free(r.body);
+    rm_release(r.charged);
   }
   return 0;
 }

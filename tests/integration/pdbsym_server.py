@@ -106,6 +106,7 @@ class Server:
         h = dict(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
+        if method == "POST":  # the service takes JSON bodies only (415 otherwise)
             h.setdefault("Content-Type", "application/json")
         c.request(method, path, body=body, headers=h)
         r = c.getresponse()

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 
@@ -131,4 +132,24 @@ finally:
     up.close()
     shutil.rmtree(store, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
+
+# every setting `pdbsym serve --help` lists is a row of api.md's Settings
+# table with the same default, and the table has no other rows
+out = subprocess.run([os.environ["PDBSYM_BIN"], "serve", "--help"], capture_output=True, text=True).stdout
+helped = {}
+for ln in out.splitlines():
+    m = re.match(r"^  ([a-z_]+) +default (\S+)", ln)
+    if m:
+        helped[m.group(1)] = m.group(2)
+table = doc.split("### Settings", 1)[1].split("\n## ", 1)[0]
+rows = {}
+for ln in table.splitlines():
+    m = re.match(r"^\| `([a-z_]+)` \| (`[^`]*`|empty) \|", ln)
+    if m:
+        rows[m.group(1)] = "" if m.group(2) == "empty" else m.group(2).strip("`")
+c.true("serve --help lists settings", len(helped) > 20, helped)
+c.eq("settings in --help and in api.md", sorted(helped), sorted(rows))
+for k, v in helped.items():
+    if k in rows:
+        c.eq("api.md default of %s" % k, rows[k], "" if v == '""' else v)
 c.done()

@@ -118,7 +118,7 @@ try:
     expect_error("body over max_body_bytes", 413, post(big), contains="max_body_bytes")
     # the same body sent chunked (no Content-Length): refused while it streams in
     chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(big), big)
-    raw = srv.raw(b"POST /symbolicate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+    raw = srv.raw(b"POST /symbolicate HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
                   b"Content-Type: application/json\r\n\r\n" + chunked)
     st, h, body = parse_raw_response(raw)
     c.eq("chunked body over the cap: status", st, 413)
@@ -128,7 +128,8 @@ try:
     import socket
     import time
     sk = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-    sk.sendall(b"POST /symbolicate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    sk.sendall(b"POST /symbolicate HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+               b"Content-Type: application/json\r\n\r\n")
     t0 = time.time()
     closed = False
     try:
@@ -142,7 +143,8 @@ try:
     c.true("endless chunked body: connection closed", closed and time.time() - t0 < 10)
 
     # two different Content-Length headers
-    raw = srv.raw(b"POST /symbolicate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}")
+    raw = srv.raw(b"POST /symbolicate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}")
     st, h, body = parse_raw_response(raw)
     c.eq("conflicting Content-Length: status", st, 400)
     c.true("conflicting Content-Length: JSON body", "Content-Length" in json.loads(body).get("error", ""), repr(body))

@@ -7,13 +7,18 @@
 - ?format=pprof (gzip) and ?format=top (text); a bad ?format= is 400;
 - a trace over max_trace_bytes gets 413 (with and without Content-Length);
   a body that is not a trace gets 400 naming the block and the offset;
-- the request log counts the samples.
+- the request log counts the samples;
+- the read deadline of a trace body: one sent steadily for longer than
+  read_timeout (above trace_min_rate) is read to its end and answered, one
+  that drips is closed soon after read_timeout.
 """
 import gzip
 import http.client
 import json
 import os
+import socket
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
@@ -123,6 +128,63 @@ try:
 
     logged = [r for r in srv.logs() if r.get("path") == "/traces" and r.get("status") == 200]
     c.true("request log: samples counted", logged and logged[0].get("frames", 0) > 0, logged[:1])
+finally:
+    srv.close()
+
+# the read deadline of a body streaming in: read_timeout (2 s) plus what its
+# bytes so far take at trace_min_rate (64 KiB/s)
+srv = Server(config=config + "read_timeout = 2\ntrace_min_rate = 64K\n")
+try:
+    data = open(os.path.join(FIX, "net10.0", "workload.nettrace"), "rb").read()
+
+    def steady():  # about 100 KiB/s: above the floor, longer than read_timeout
+        for i in range(0, len(data), 16384):
+            yield data[i:i + 16384]
+            time.sleep(0.15)
+
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    conn.request("POST", "/traces", body=steady(), headers={"Content-Type": "application/octet-stream"},
+                 encode_chunked=True)
+    r = conn.getresponse()
+    body = r.read()
+    conn.close()
+    took = time.monotonic() - t0
+    c.true("steady body: longer than read_timeout", took > 3, "%.1f s" % took)
+    c.eq("steady body: answered", r.status, 200)
+    c.true("steady body: its samples", r.status == 200 and len(json.loads(body).get("profiles", [])) > 0, body[:200])
+
+    # a drip: 4 bytes a second earn 62 ms of credit a second
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=20)
+    s.sendall(b"POST /traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(data))
+    t0 = time.monotonic()
+    got, closed = b"", False
+    for i in range(0, 80):
+        try:
+            s.send(data[i:i + 1])
+        except OSError:
+            closed = True
+            break
+        s.settimeout(0.25)
+        try:
+            got = s.recv(4096)
+            closed = True
+            break
+        except socket.timeout:
+            pass
+        except OSError:
+            closed = True
+            break
+    took = time.monotonic() - t0
+    s.close()
+    c.true("dripping body: closed by the server", closed and not got.startswith(b"HTTP/1.1 200"),
+           "closed=%s got=%r" % (closed, got[:60]))
+    c.true("dripping body: closed soon after read_timeout (2 s)", 1.5 < took < 8, "%.1f s" % took)
+    st, h, body = srv.request("GET", "/metrics")
+    closed_n = [ln for ln in body.decode().splitlines() if ln.startswith("pdbsym_http_read_deadline_closed_total ")]
+    c.true("dripping body: counted as closed at the read deadline",
+           closed_n and float(closed_n[0].split()[1]) >= 1, closed_n)
 finally:
     srv.close()
     sym.close()

@@ -146,7 +146,9 @@ try:
 
     # ---- two replicas, each with its own cache folder, behind the proxy
     nx_port = free_port()
-    env = {"PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % nx_port, "PDBSYM_OFFLINE": "false"}
+    # the balancer sends "Host: pdbsym", its upstream's name (docs/scaling.md)
+    env = {"PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % nx_port, "PDBSYM_OFFLINE": "false",
+           "PDBSYM_ALLOWED_HOSTS": "pdbsym"}
     for _ in range(2):
         replicas.append(Server(env=env))
     c.true("replicas have their own cache folders", replicas[0].tmp != replicas[1].tmp)

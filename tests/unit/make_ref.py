@@ -78,9 +78,10 @@ asrc = asrc[asrc.index('/* ---- responses'):]
 rfuncs = ['render_string', 'render_hex', 'render_frame_obj', 'render_module_init', 'render_module_free', 'render_module']
 abody = transform(asrc, anames, rfuncs)
 ahead = f'''/*
- * api_ref.h - the routes as they were before issue 15 (api.c built whole
- * answers as jansson trees and serialised them with json_dumps), kept for
- * the tests only: test_render_equiv.c sends the same requests through
+ * api_ref.h - the routes as they were before issue 15's writer (api.c built
+ * each frame and module of an answer as a jansson object and serialised it
+ * with jansson), kept for the tests only: test_render_equiv.c sends the same
+ * requests (read by the same request.c) through
  * ref_api_handle and through the service's api_handle and compares the
  * answers byte for byte.  Copied from api.c at main {short} by
  * tests/unit/make_ref.py; only the names changed (ref_ prefix) and
@@ -103,6 +104,7 @@ ahead = f'''/*
 #include "log.h"
 #include "metrics.h"
 #include "render_ref.h"
+#include "request.h"
 
 '''
 old = open(f'{root}/tests/unit/api_ref.h').read()

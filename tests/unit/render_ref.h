@@ -4,7 +4,7 @@
  * here, for the tests only, as the reference the streaming renderer
  * (render.c on jsonw.h) is compared with, byte for byte
  * (test_render_equiv.c, test_jsonw.c).  Copied from render.c at main
- * 3eaa4ed by tests/unit/make_ref.py; only the names changed (ref_ prefix)
+ * 0801f5a by tests/unit/make_ref.py; only the names changed (ref_ prefix)
  * and everything is static.
  */
 #ifndef PDBSYM_TEST_RENDER_REF_H

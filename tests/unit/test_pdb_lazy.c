@@ -26,6 +26,7 @@
  */
 #include "fixtures.h"
 #include "msf.h"
+#include "oracles.h"
 #include "pdb_corpus.h"
 #include "test.h"
 
@@ -38,26 +39,14 @@ typedef struct {
 /* The IMAGE_SCN_MEM_EXECUTE sections of a PE image (at most max); 0 when d
  * is not a PE image. */
 static int pe_code(const uint8_t *d, size_t n, pe_range *out, int max) {
-  if (n < 0x40 || d[0] != 'M' || d[1] != 'Z')
-    return 0;
-  uint32_t pe = (uint32_t)d[0x3c] | (uint32_t)d[0x3d] << 8 | (uint32_t)d[0x3e] << 16 |
-                (uint32_t)d[0x3f] << 24;
-  if ((size_t)pe + 24 > n)
-    return 0;
-  unsigned nsec = d[pe + 6] | d[pe + 7] << 8, optsz = d[pe + 20] | d[pe + 21] << 8;
-  size_t sec = pe + 24u + optsz;
-  int k = 0;
-  for (unsigned i = 0; i < nsec && k < max && sec + 40 * (i + 1) <= n; i++) {
-    const uint8_t *s = d + sec + 40 * i;
-    uint32_t vsz = (uint32_t)s[8] | (uint32_t)s[9] << 8 | (uint32_t)s[10] << 16 | (uint32_t)s[11] << 24;
-    uint32_t va = (uint32_t)s[12] | (uint32_t)s[13] << 8 | (uint32_t)s[14] << 16 | (uint32_t)s[15] << 24;
-    uint32_t ch = (uint32_t)s[36] | (uint32_t)s[37] << 8 | (uint32_t)s[38] << 16 | (uint32_t)s[39] << 24;
-    if (ch & 0x20000000u) { /* IMAGE_SCN_MEM_EXECUTE */
-      out[k].va = va;
-      out[k].size = vsz;
+  pe_section secs[96];
+  int nsec = pe_sections(d, n, secs, 96), k = 0;
+  for (int i = 0; i < nsec && k < max; i++)
+    if (secs[i].exec) {
+      out[k].va = secs[i].va;
+      out[k].size = secs[i].size;
       k++;
     }
-  }
   return k;
 }
 

@@ -42,46 +42,18 @@ typedef struct {
 /* The executable sections into out (at most max); every section's RVA into
  * secva (at most 96, by section number - 1) and their count into *nsecva. */
 static int pe_code(const uint8_t *d, size_t n, range *out, int max, uint32_t *secva, int *nsecva) {
-  *nsecva = 0;
-  if (n < 0x40 || d[0] != 'M' || d[1] != 'Z')
-    return 0;
-  uint32_t pe = (uint32_t)d[0x3c] | (uint32_t)d[0x3d] << 8 | (uint32_t)d[0x3e] << 16 |
-                (uint32_t)d[0x3f] << 24;
-  if ((size_t)pe + 24 > n)
-    return 0;
-  unsigned nsec = d[pe + 6] | d[pe + 7] << 8, optsz = d[pe + 20] | d[pe + 21] << 8;
-  size_t sec = pe + 24u + optsz;
-  int k = 0;
-  for (unsigned i = 0; i < nsec && k < max && sec + 40 * (i + 1) <= n; i++) {
-    const uint8_t *s = d + sec + 40 * i;
-    uint32_t vsz = (uint32_t)s[8] | (uint32_t)s[9] << 8 | (uint32_t)s[10] << 16 | (uint32_t)s[11] << 24;
-    uint32_t va = (uint32_t)s[12] | (uint32_t)s[13] << 8 | (uint32_t)s[14] << 16 | (uint32_t)s[15] << 24;
-    uint32_t ch = (uint32_t)s[36] | (uint32_t)s[37] << 8 | (uint32_t)s[38] << 16 | (uint32_t)s[39] << 24;
-    if (*nsecva < 96)
-      secva[(*nsecva)++] = va;
-    if (ch & 0x20000000u) { /* IMAGE_SCN_MEM_EXECUTE */
-      out[k].va = va;
-      out[k].size = vsz;
+  pe_section secs[96];
+  int nsec = pe_sections(d, n, secs, 96), k = 0;
+  *nsecva = nsec;
+  for (int i = 0; i < nsec; i++) {
+    secva[i] = secs[i].va;
+    if (secs[i].exec && k < max) {
+      out[k].va = secs[i].va;
+      out[k].size = secs[i].size;
       k++;
     }
   }
   return k;
-}
-
-static bool rsds_name(const uint8_t *d, size_t n, char *out, size_t cap) {
-  for (size_t i = 0; i + 24 < n; i++) {
-    if (memcmp(d + i, "RSDS", 4) != 0)
-      continue;
-    const char *p = (const char *)d + i + 24;
-    size_t len = strnlen(p, n - i - 24);
-    const char *base = p;
-    for (size_t j = 0; j < len; j++)
-      if (p[j] == '\\' || p[j] == '/')
-        base = p + j + 1;
-    snprintf(out, cap, "%.*s", (int)(len - (size_t)(base - p)), base);
-    return out[0] != '\0';
-  }
-  return false;
 }
 
 static bool write_file(const char *path, const uint8_t *d, size_t n) {
@@ -96,64 +68,18 @@ static bool write_file(const char *path, const uint8_t *d, size_t n) {
 
 #define MAXF (ST_MAX_INLINE_DEPTH + 2)
 
-typedef struct {
-  char func[2048];
-  char file[512];
-  uint32_t line; /* 0: no line */
-} frame;
+typedef llvm_frame frame;
 
 typedef struct {
   int n;
   frame f[MAXF];
 } frames;
 
-static const char *json_string(const char *p, char *out, size_t cap) {
-  size_t n = 0;
-  while (*p && *p != '"') {
-    char ch = *p++;
-    if (ch == '\\' && *p) {
-      ch = *p++;
-      if (ch == 'u') {
-        unsigned v = 0;
-        for (int i = 0; i < 4 && *p; i++, p++)
-          v = v * 16 + (unsigned)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
-        ch = v < 0x80 ? (char)v : '?';
-      } else if (ch == 'n') {
-        ch = '\n';
-      } else if (ch == 't') {
-        ch = '\t';
-      }
-    }
-    if (n + 1 < cap)
-      out[n++] = ch;
-  }
-  out[n] = '\0';
-  return *p ? p + 1 : p;
-}
-
-/* One llvm-symbolizer JSON line:
- * {"Address":..,"Symbol":[{..."FileName":"..","FunctionName":"..","Line":N,...},...]} */
 static void parse_llvm(const char *line, frames *fr) {
-  fr->n = 0;
-  const char *p = line;
-  while (fr->n < MAXF && (p = strstr(p, "\"FileName\":\""))) {
-    frame *f = &fr->f[fr->n];
-    p = json_string(p + 12, f->file, sizeof f->file);
-    const char *q = strstr(p, "\"FunctionName\":\"");
-    if (!q)
-      break;
-    p = json_string(q + 16, f->func, sizeof f->func);
-    q = strstr(p, "\"Line\":");
-    if (!q)
-      break;
-    f->line = (uint32_t)strtoul(q + 7, NULL, 10);
-    if (f->line == 0)
-      f->file[0] = '\0'; /* line 0 is no line; the contract then gives no file */
-    p = q + 7;
-    fr->n++;
-  }
-  if (fr->n == 1 && !fr->f[0].func[0] && !fr->f[0].file[0] && fr->f[0].line == 0)
-    fr->n = 0; /* llvm-symbolizer's "??": no answer */
+  fr->n = llvm_parse_json(line, fr->f, MAXF);
+  for (int i = 0; i < fr->n; i++)
+    if (fr->f[i].line == 0)
+      fr->f[i].file[0] = '\0'; /* line 0 is no line; the contract then gives no file */
 }
 
 /* Our answer as frames; a public-symbol fallback by its decorated name (as
@@ -658,7 +584,7 @@ static bool compare_image(const manifest_row *r, size_t cap, tallies *t, st_answ
   char pdb_name[512];
   symtab st;
   ps_budget b;
-  bool ok = pe && pdb && ncode && rsds_name(pe, pe_len, pdb_name, sizeof pdb_name);
+  bool ok = pe && pdb && ncode && pe_rsds_name(pe, pe_len, pdb_name, sizeof pdb_name);
   if (ok && read_pdb_file(pdb_path, &st, &b, msg, sizeof msg) != PS_E_OK) {
     fprintf(stderr, "%s: %s\n", r->cols[0], msg);
     CHECK(!"corpus PDB read");

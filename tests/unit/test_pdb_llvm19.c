@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "fixtures.h"
+#include "oracles.h"
 #include "pdb_corpus.h"
 #include "test.h"
 
@@ -41,52 +42,6 @@
 #define LLVM_PDBUTIL "llvm-pdbutil-19"
 
 static const char *g_corpus;
-
-/* ---- PE sections and RSDS name --------------------------------------- */
-
-typedef struct {
-  uint32_t va, size;
-  bool exec;
-} section;
-
-static uint32_t rd32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static int pe_sections(const uint8_t *d, size_t n, section *out, int max) {
-  if (n < 0x40 || d[0] != 'M' || d[1] != 'Z')
-    return 0;
-  uint32_t pe = rd32(d + 0x3c);
-  if ((size_t)pe + 24 > n)
-    return 0;
-  unsigned nsec = d[pe + 6] | d[pe + 7] << 8, optsz = d[pe + 20] | d[pe + 21] << 8;
-  size_t sec = pe + 24u + optsz;
-  int k = 0;
-  for (unsigned i = 0; i < nsec && k < max && sec + 40 * (i + 1) <= n; i++) {
-    const uint8_t *s = d + sec + 40 * i;
-    out[k].size = rd32(s + 8);
-    out[k].va = rd32(s + 12);
-    out[k].exec = (rd32(s + 36) & 0x20000000u) != 0; /* IMAGE_SCN_MEM_EXECUTE */
-    k++;
-  }
-  return k;
-}
-
-static bool rsds_name(const uint8_t *d, size_t n, char *out, size_t cap) {
-  for (size_t i = 0; i + 24 < n; i++) {
-    if (memcmp(d + i, "RSDS", 4) != 0)
-      continue;
-    const char *p = (const char *)d + i + 24;
-    size_t len = strnlen(p, n - i - 24);
-    const char *base = p;
-    for (size_t j = 0; j < len; j++)
-      if (p[j] == '\\' || p[j] == '/')
-        base = p + j + 1;
-    snprintf(out, cap, "%.*s", (int)(len - (size_t)(base - p)), base);
-    return out[0] != '\0';
-  }
-  return false;
-}
 
 static bool write_file(const char *path, const uint8_t *d, size_t n) {
   FILE *f = fopen(path, "wb");
@@ -98,62 +53,14 @@ static bool write_file(const char *path, const uint8_t *d, size_t n) {
 
 /* ---- llvm-symbolizer-19 ------------------------------------------------ */
 
-typedef struct {
-  char func[2048];
-  char file[512];
-  uint32_t line;
-} frame;
+typedef llvm_frame frame;
 
 typedef struct {
   int n;
   frame f[16];
 } frames;
 
-static const char *llvm_json_string(const char *p, char *out, size_t cap) {
-  size_t n = 0;
-  while (*p && *p != '"') {
-    char ch = *p++;
-    if (ch == '\\' && *p) {
-      ch = *p++;
-      if (ch == 'u') {
-        unsigned v = 0;
-        for (int i = 0; i < 4 && *p; i++, p++)
-          v = v * 16 + (unsigned)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
-        ch = v < 0x80 ? (char)v : '?';
-      } else if (ch == 'n') {
-        ch = '\n';
-      } else if (ch == 't') {
-        ch = '\t';
-      }
-    }
-    if (n + 1 < cap)
-      out[n++] = ch;
-  }
-  out[n] = '\0';
-  return *p ? p + 1 : p;
-}
-
-/* {"Address":..,"Symbol":[{..."FileName":"..","FunctionName":"..","Line":N,...},...]} */
-static void parse_llvm(const char *line, frames *fr) {
-  fr->n = 0;
-  const char *p = line;
-  while (fr->n < 16 && (p = strstr(p, "\"FileName\":\""))) {
-    frame *f = &fr->f[fr->n];
-    p = llvm_json_string(p + 12, f->file, sizeof f->file);
-    const char *q = strstr(p, "\"FunctionName\":\"");
-    if (!q)
-      break;
-    p = llvm_json_string(q + 16, f->func, sizeof f->func);
-    q = strstr(p, "\"Line\":");
-    if (!q)
-      break;
-    f->line = (uint32_t)strtoul(q + 7, NULL, 10);
-    p = q + 7;
-    fr->n++;
-  }
-  if (fr->n == 1 && !fr->f[0].func[0] && !fr->f[0].file[0] && fr->f[0].line == 0)
-    fr->n = 0; /* "??" */
-}
+static void parse_llvm(const char *line, frames *fr) { fr->n = llvm_parse_json(line, fr->f, 16); }
 
 /* Runs llvm-symbolizer-19 over rvas (in chunks, restarting past a crash);
  * lines[i] is its JSON line for rvas[i], or NULL where it crashed. */
@@ -206,7 +113,7 @@ typedef struct {
 static bool stage(staged *s, const char *pe_rel, const uint8_t *pe, size_t pe_len,
                   const uint8_t *pdb, size_t pdb_len) {
   char pdb_name[512];
-  if (!rsds_name(pe, pe_len, pdb_name, sizeof pdb_name))
+  if (!pe_rsds_name(pe, pe_len, pdb_name, sizeof pdb_name))
     return false;
   snprintf(s->dir, sizeof s->dir, "/tmp/pdbsym-llvm19-XXXXXX");
   if (!mkdtemp(s->dir))
@@ -285,7 +192,7 @@ static const char *const p_names[P_COUNT] = {
 };
 
 /* true when rva lies in no section of the PE (the oracle's headers) */
-static bool outside_sections(const section *secs, int nsec, uint32_t rva) {
+static bool outside_sections(const pe_section *secs, int nsec, uint32_t rva) {
   for (int k = 0; k < nsec; k++)
     if (rva >= secs[k].va && (uint64_t)rva < (uint64_t)secs[k].va + secs[k].size)
       return false;
@@ -299,7 +206,7 @@ typedef struct {
   char name[16][512];
 } edges;
 
-static bool named_from_before(const section *secs, int nsec, const edges *e, uint32_t rva,
+static bool named_from_before(const pe_section *secs, int nsec, const edges *e, uint32_t rva,
                               const char *llvm) {
   for (int k = 0; k < nsec && k < 16; k++)
     if (rva >= secs[k].va && (uint64_t)rva < (uint64_t)secs[k].va + secs[k].size)
@@ -385,7 +292,7 @@ TEST(public_fallbacks_match_llvm19) {
     size_t pe_len = 0, pdb_len = 0;
     uint8_t *pe = cu_read_raw(pe_path, &pe_len);
     uint8_t *pdb = cu_read_raw(pdb_path, &pdb_len);
-    section secs[32];
+    pe_section secs[32];
     int nsec = pe ? pe_sections(pe, pe_len, secs, 32) : 0;
     symtab st;
     ps_budget b;
@@ -822,7 +729,7 @@ TEST(public_bound_on_fixture_matches_llvm19) {
     free(pdb.data);
     SKIP("tests/fixtures/native absent");
   }
-  section secs[16];
+  pe_section secs[16];
   int nsec = pe_sections(exe.data, exe.len, secs, 16);
   CHECK(nsec >= 1 && secs[0].exec);
   ps_budget b;

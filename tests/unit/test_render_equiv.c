@@ -1,21 +1,28 @@
 /*
  * test_render_equiv.c - the streaming renderer (render.c and api.c on
  * jsonw.h) against the renderer it replaced (render_ref.h, api_ref.h: the
- * jansson-tree code as it was), on the same inputs, byte for byte:
+ * jansson code of main as it was, made by make_ref.py), on the same inputs,
+ * byte for byte:
  *
  *   1. frames: every byte of every native fixture's code (and beyond its
  *      ends), every method and IL offset of every managed fixture, rendered
  *      by render_answer_json and ref_render_answer_json; frames of every
- *      status, with and without module, address, error, retry_after and
- *      input; a synthetic module with Source Link maps; `pdbsym dump`'s
- *      object of every table;
+ *      status, with and without module, address, instruction_addr,
+ *      adjustment, error, retry_after and input, and synthetic symbols of
+ *      every shape (user_method and each kind of generated code); a
+ *      synthetic module with Source Link maps; `pdbsym dump`'s object of
+ *      every table and of PE images;
  *   2. whole answers: a real engine over a symbol store made from the
  *      fixtures (native, managed with their DLLs, a damaged PDB, a missing
- *      module), and thousands of requests to POST /symbolicate, POST
- *      /symbolicate/v5 (duplicated, unused and out-of-range memoryMap
- *      entries), bodies that break the contract in each way api.c checks,
- *      GET /modules/..., /health and /ready, each answered by api_handle and
- *      by ref_api_handle: the same status, headers and bytes.
+ *      module), and thousands of requests to POST /symbolicate (image
+ *      addresses, instruction_addr frames, return addresses, stacks, modules
+ *      that fail alone), POST /symbolicate/v5 (duplicated, unused, invalid
+ *      and out-of-range memoryMap entries, negative and too wide offsets),
+ *      bodies that break the contract in each way request.c checks, GET
+ *      /modules/..., /health and /ready, each answered by api_handle and by
+ *      ref_api_handle: the same status, headers and bytes; and the answer's
+ *      buffer in the request memory budget (max_answer_bytes, a budget too
+ *      small for it).
  *   3. the one documented difference: a string that is not UTF-8 in a field
  *      the old renderer wrote with json_string (a frame's error, the CLI's
  *      address, dump's file) made that field disappear; now it is written
@@ -38,6 +45,7 @@
 #include "fixtures.h"
 #include "module.h"
 #include "render.h"
+#include "reqmem.h"
 #include "render_ref.h"
 #include "symfile.h"
 #include "test.h"
@@ -1003,6 +1011,29 @@ static void answer_cap(void) {
   CHECK_EQ_U(r.len, need);
   free(r.body);
   cfg.max_answer_bytes = keep;
+  /* the request memory budget: the answer's buffer is reserved in it as it
+   * grows and leaves with the body (out.charged, given back by whoever frees
+   * the body: http.c when libmicrohttpd is done); an answer the budget
+   * cannot take is a 503 naming request_memory_max */
+  uint64_t before = rm_used();
+  api_handle(&the_api, RT_SYMBOLICATE, "/symbolicate", NULL, text, strlen(text), &r);
+  CHECK_EQ_U(r.status, 200);
+  CHECK(r.charged >= r.len + 1);
+  CHECK_EQ_U(rm_used() - before, r.charged); /* the parsed arrays are given back already */
+  free(r.body);
+  rm_release(r.charged);
+  CHECK_EQ_U(rm_used(), before);
+  rm_set_max(before + need / 2);
+  api_handle(&the_api, RT_SYMBOLICATE, "/symbolicate", NULL, text, strlen(text), &r);
+  CHECK_EQ_U(r.status, 503);
+  CHECK(r.retry_after > 0);
+  j = json_loadb(r.body, r.len, 0, NULL);
+  CHECK(strstr(json_string_value(json_object_get(j, "error")), "request_memory_max") != NULL);
+  json_decref(j);
+  free(r.body);
+  rm_release(r.charged);
+  rm_set_max(0);
+  CHECK_EQ_U(rm_used(), before);
   free(text);
 }
 

@@ -1,0 +1,94 @@
+/*
+ * test_reqmem.c - the request memory budget (server/service/reqmem.h): a
+ * buffer never grows past what the budget (or its grant) can take, a refused
+ * growth leaves everything as it was, grants are drawn on before the budget
+ * and given back whole, and a buffer handed over takes its reservation along.
+ */
+#include "reqmem.h"
+#include "test.h"
+
+TEST(budget_bounds_buffers) {
+  rm_set_max(64 * 1024);
+  uint64_t base = rm_used();
+  CHECK_EQ_U(base, 0);
+  rm_buf a = {0}, b = {0};
+  char chunk[1000];
+  memset(chunk, 'x', sizeof chunk);
+  size_t n = 0;
+  while (rm_buf_append(&a, chunk, sizeof chunk))
+    n++;
+  CHECK(a.failed && !a.over_cap);
+  CHECK(rm_used() <= 64 * 1024);
+  CHECK_EQ_U(rm_used(), a.size);
+  CHECK_EQ_U(a.len, n * sizeof chunk);
+  CHECK(n >= 32); /* a doubling buffer fits at least half the budget */
+  /* nothing left for a second one */
+  CHECK(!rm_buf_reserve(&b, 64 * 1024));
+  rm_buf_free(&a);
+  CHECK_EQ_U(rm_used(), 0);
+  /* a finished buffer gives its slack back */
+  CHECK(rm_buf_append(&a, chunk, 1000) && rm_buf_append(&a, chunk, 500));
+  CHECK_EQ_U(rm_used(), 4096);
+  rm_buf_shrink(&a);
+  CHECK_EQ_U(rm_used(), 1500);
+  CHECK(a.p[1499] == 'x');
+  rm_buf_free(&a);
+  CHECK_EQ_U(rm_used(), 0);
+  CHECK(rm_refused() >= 2);
+  /* a buffer's own cap */
+  rm_buf c = {0};
+  c.cap = 1500;
+  CHECK(rm_buf_append(&c, chunk, 1000));
+  CHECK(!rm_buf_append(&c, chunk, 1000));
+  CHECK(c.failed && c.over_cap);
+  CHECK_EQ_U(c.len, 1000);
+  rm_buf_free(&c);
+  CHECK_EQ_U(rm_used(), 0);
+  rm_set_max(0);
+}
+
+TEST(grants) {
+  rm_set_max(100000);
+  rm_grant g = {0, 0};
+  CHECK(rm_grant_add(&g, 40000));
+  CHECK_EQ_U(rm_used(), 40000);
+  rm_buf a = {0};
+  a.grant = &g;
+  CHECK(rm_buf_reserve(&a, 30000)); /* 32 KiB block, inside the grant */
+  CHECK_EQ_U(rm_used(), 40000);
+  CHECK_EQ_U(g.used, a.size);
+  rm_buf b = {0};
+  b.grant = &g;
+  CHECK(rm_buf_reserve(&b, 30000)); /* passes the grant: the rest from the budget */
+  CHECK_EQ_U(g.size, a.size + b.size);
+  CHECK_EQ_U(rm_used(), g.size);
+  rm_buf_free(&a); /* back to the grant, not the budget */
+  CHECK_EQ_U(rm_used(), g.size);
+  CHECK_EQ_U(g.used, b.size);
+  /* the budget refuses a growth the grant cannot cover: nothing changes */
+  rm_buf big = {0};
+  big.grant = &g;
+  uint64_t before = rm_used();
+  CHECK(!rm_buf_reserve(&big, 200000));
+  CHECK_EQ_U(rm_used(), before);
+  CHECK_EQ_U(big.size, 0);
+  /* handing b over: its reservation leaves the grant */
+  size_t taken;
+  char *p = rm_buf_take(&b, &taken);
+  CHECK(p != NULL);
+  CHECK_EQ_U(g.used, 0);
+  CHECK_EQ_U(rm_used(), g.size + taken);
+  rm_grant_end(&g);
+  CHECK_EQ_U(rm_used(), taken);
+  free(p);
+  rm_release(taken);
+  CHECK_EQ_U(rm_used(), 0);
+  CHECK(rm_peak() <= 100000);
+  rm_set_max(0);
+}
+
+int main(void) {
+  RUN(budget_bounds_buffers);
+  RUN(grants);
+  return test_summary();
+}
