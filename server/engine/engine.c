@@ -48,6 +48,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,7 @@
 #define ENGINE_ROOM_TRIES 3 /* evictions for one job's download that did not fit */
 #define ENGINE_DEFAULT_PERSIST_QUEUE 16
 #define ENGINE_DEFAULT_PERSIST_BYTES ((uint64_t)256 << 20)
+#define ENGINE_RESOLVE_LOOKS 8 /* cache looks of one resolve while jobs keep finishing */
 
 enum { J_START, J_PDB, J_IMAGE, J_EMBEDDED, J_NAMES, J_INGEST };
 
@@ -155,6 +157,10 @@ struct engine {
   size_t nhash;
   job *runq, *runq_tail;
   int njobs;               /* admitted and not done */
+  /* jobs settled (written with mu held, after the job's table or negative
+   * entry is in the cache): a resolve that missed the cache and finds no
+   * job compares it with what it read before its look (engine_resolve) */
+  _Atomic uint64_t settled;
   int queue_cap;
   pthread_t *workers;
   int nworkers, workers_alive, busy;
@@ -781,6 +787,7 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
   j->status = status;
   j->done = true;
   e->njobs--;
+  atomic_fetch_add(&e->settled, 1);
   pthread_cond_broadcast(&e->cv);
   job_unref_locked(e, j);
   pthread_mutex_unlock(&e->mu);
@@ -1413,13 +1420,17 @@ static void resolve_names(engine *e, const module_id *m, uint64_t deadline_ms, m
   free(old);
 }
 
-void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
+/* One look at the cache, then the module's job (joined or admitted) and its
+ * result.  With settled set: false (nothing done, out cleared) when no job
+ * runs for the module and a job settled since *settled was read. */
+static bool resolve_once(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out,
+                         const uint64_t *settled) {
   memset(out, 0, sizeof *out);
   bool all_negative = false;
   if (try_cache(e, m, out, &all_negative)) {
     if (wants_names(e, m, out))
       resolve_names(e, m, deadline_ms, out);
-    return;
+    return true;
   }
   /* known to be missing: but a request that names the image may find the
    * PDB embedded in it (once: the image's negative entries remember) */
@@ -1427,7 +1438,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
   if (all_negative) {
     if (out->status != MOD_MISSING || m->format == ST_FORMAT_WINDOWS ||
         !image_worth_a_look(e, m, true))
-      return;
+      return true;
     embedded_only = true;
   }
   memset(out, 0, sizeof *out);
@@ -1447,7 +1458,13 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
       pthread_mutex_unlock(&e->mu);
       out->status = MOD_FETCH_ERROR;
       snprintf(out->error, sizeof out->error, "the service is shutting down");
-      return;
+      return true;
+    }
+    if (settled && atomic_load(&e->settled) != *settled) {
+      /* a job settled since the look: maybe this module's, now cached */
+      pthread_mutex_unlock(&e->mu);
+      memset(out, 0, sizeof *out);
+      return false;
     }
     if (e->njobs < e->queue_cap) {
       j = job_new_locked(e, key, m);
@@ -1455,7 +1472,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
         pthread_mutex_unlock(&e->mu);
         out->status = MOD_FETCH_ERROR;
         snprintf(out->error, sizeof out->error, "out of memory");
-        return;
+        return true;
       }
       j->embedded_only = embedded_only;
       runq_push_locked(e, j);
@@ -1469,7 +1486,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
       out->status = MOD_PENDING;
       snprintf(out->error, sizeof out->error,
                "%d modules are being fetched already (download_queue); retry shortly", cap);
-      return;
+      return true;
     }
     if (deadline_ms == 0) {
       pthread_cond_wait(&e->cv, &e->mu);
@@ -1485,7 +1502,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     pthread_mutex_unlock(&e->mu);
     out->status = MOD_PENDING;
     snprintf(out->error, sizeof out->error, "still fetching %.200s; retry shortly", m->debug_file);
-    return;
+    return true;
   }
   mod_status status = j->status;
   out->format = j->format;
@@ -1500,7 +1517,7 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
       out->st = j->ent.st;
       out->pin = p;
       pthread_mutex_unlock(&e->mu);
-      return;
+      return true;
     }
   }
   job_unref_locked(e, j);
@@ -1509,13 +1526,28 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
     bool neg = false;
     if (try_cache(e, m, out, &neg)) {
       out->from_cache = false; /* this request waited for the download */
-      return;
+      return true;
     }
     out->status = MOD_FETCH_ERROR;
     snprintf(out->error, sizeof out->error, "module was fetched but fell out of the cache");
-    return;
+    return true;
   }
   out->status = status;
+  return true;
+}
+
+void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
+  /* A job may finish between the cache's miss and resolve_once's look for
+   * it under e->mu: it put its table (or negative entry) in the cache and is
+   * no longer found, so a second job would download the module again.  Jobs settle with e->mu
+   * held after the cache has their result: when the count of settled jobs
+   * moved since it was read before the look, the cache is looked at again
+   * (at most ENGINE_RESOLVE_LOOKS times, then a new job as before). */
+  for (int looks = 1;; looks++) {
+    uint64_t settled = atomic_load(&e->settled);
+    if (resolve_once(e, m, deadline_ms, out, looks < ENGINE_RESOLVE_LOOKS ? &settled : NULL))
+      return;
+  }
 }
 
 void engine_release(engine *e, mod_handle *h) {
