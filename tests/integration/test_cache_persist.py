@@ -121,6 +121,10 @@ try:
     # 1. answered while nothing can be written
     first = [big, mods[0], mods[1]]
     c.eq("1: answered with the database locked", answers(srv, first), right(first))
+    # the answer goes out first, then the worker hands the table to the queue
+    deadline = time.time() + 30
+    while time.time() < deadline and metrics(srv)["pdbsym_persist_queue"] < len(first):
+        time.sleep(0.05)
     mt = metrics(srv)
     print("1: answered %.1f s after the lock was taken; queue %d tables, %d bytes; saved %d" % (
         time.monotonic() - t_lock, mt["pdbsym_persist_queue"], mt["pdbsym_persist_queue_bytes"], mt[SAVED]))
@@ -176,6 +180,9 @@ try:
     wait_ready(srv)
     db = lock(cache4)
     c.eq("4: answered with the database locked", answers(srv, first), right(first))
+    deadline = time.time() + 30  # answered first, queued after (as in 1)
+    while time.time() < deadline and metrics(srv)["pdbsym_persist_queue"] < len(first):
+        time.sleep(0.05)
     q = metrics(srv)["pdbsym_persist_queue"]
     t = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
