@@ -332,6 +332,8 @@ static long last_le_idx(const uint32_t *idx, size_t nidx, const void *arr, size_
   if (b < 0)
     return -1;
   size_t lo = (size_t)b * ST_INDEX_STEP;
+  if (lo >= n) /* an index longer than its array (a damaged table): no help */
+    return last_le(arr, n, sz, key_off, k);
   size_t cnt = n - lo < ST_INDEX_STEP ? n - lo : ST_INDEX_STEP;
   prefetch_span((const char *)arr + lo * sz, cnt * sz); /* overlap the block's misses */
   long r = last_le((const char *)arr + lo * sz, cnt, sz, key_off, k);
@@ -423,12 +425,8 @@ static void build_func_lines(symtab *st) {
 /* The Source Link map for lookups; a module whose JSON does not parse simply
  * has none (its frames get no source_link), as a broken map is no reason to
  * lose the module's lines. */
-static void build_source_link(symtab *st) {
-  if (st->slmap) {
-    sl_map_free(st->slmap, st->budget);
-    free(st->slmap);
-    st->slmap = NULL;
-  }
+void st_build_source_link(symtab *st) {
+  st_free_source_link(st);
   if (!st->source_link || st->source_link >= st->strs_len)
     return;
   sl_map *m = malloc(sizeof *m);
@@ -442,6 +440,14 @@ static void build_source_link(symtab *st) {
     return;
   }
   st->slmap = m;
+}
+
+void st_free_source_link(symtab *st) {
+  if (st->slmap) {
+    sl_map_free(st->slmap, st->budget);
+    free(st->slmap);
+    st->slmap = NULL;
+  }
 }
 
 bool st_source_link(const symtab *st, const char *path, char *out, size_t cap) {
@@ -524,7 +530,7 @@ ps_err st_build_index(symtab *st) {
                              offsetof(st_func, rva), &st->nfunc_idx);
   build_ir_index(st);
   build_func_lines(st);
-  build_source_link(st);
+  st_build_source_link(st);
   return PS_E_OK;
 }
 
@@ -828,13 +834,20 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
     return;
   }
   const st_func *f = &st->funcs[fi];
+  /* Lookups never index by a value of the table without checking it first,
+   * so that a table mapped from the cache needs no pass over all its records
+   * before it answers (store_codec.c): a function's ranges outside the
+   * array, a range's inline site past the sites, a method's sequence points
+   * past theirs are no ranges, no site, no points. */
+  uint32_t ir_count =
+      st->iranges && (uint64_t)f->ir_first + f->ir_count <= st->niranges ? f->ir_count : 0;
   /* the searches below are bound by cache misses, each step waiting on the
    * last: ask for the function's ranges and lines at once, so the misses
    * overlap (small functions only; a prefetch never faults) */
-  if (st->iranges && f->ir_count && f->ir_count <= 64) {
-    prefetch_span(st->iranges + f->ir_first, f->ir_count * sizeof *st->iranges);
+  if (ir_count && ir_count <= 64) {
+    prefetch_span(st->iranges + f->ir_first, ir_count * sizeof *st->iranges);
     if (st->ir_maxend && st->nir_maxend == st->niranges)
-      prefetch_span(st->ir_maxend + f->ir_first, f->ir_count * sizeof *st->ir_maxend);
+      prefetch_span(st->ir_maxend + f->ir_first, ir_count * sizeof *st->ir_maxend);
   }
   if (st->func_lines && st->nfunc_lines == st->nfuncs) {
     uint32_t lo = st->func_lines[2 * fi], hi = st->func_lines[2 * fi + 1];
@@ -850,19 +863,19 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
   int nh = 0;
   bool overflow = false;
   uint32_t deepest = ST_NONE, deepest_depth = 0;
-  const st_irange *ir = st->iranges ? st->iranges + f->ir_first : NULL;
-  if (ir && f->ir_count) {
+  const st_irange *ir = ir_count ? st->iranges + f->ir_first : NULL;
+  if (ir) {
     const uint32_t *mx = st->ir_maxend && st->nir_maxend == st->niranges
                              ? st->ir_maxend + f->ir_first
                              : NULL;
-    long k = mx ? last_le(ir, f->ir_count, sizeof *ir, offsetof(st_irange, rva), rva)
-                : (long)f->ir_count - 1;
+    long k = mx ? last_le(ir, ir_count, sizeof *ir, offsetof(st_irange, rva), rva)
+                : (long)ir_count - 1;
     for (; k >= 0; k--) {
       /* no range at or before k ends past rva (saturated ends stay) */
       if (mx && mx[k] <= rva && mx[k] != UINT32_MAX)
         break;
       const st_irange *r = &ir[k];
-      if (rva < r->rva || (uint64_t)rva >= (uint64_t)r->rva + r->size)
+      if (rva < r->rva || (uint64_t)rva >= (uint64_t)r->rva + r->size || r->inl >= st->ninlines)
         continue;
       if (nh < HITS)
         hits[nh++] = r;
@@ -894,7 +907,7 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out) {
           if (hits[h]->inl == chain[c])
             hit = hits[h];
       } else {
-        for (uint32_t k = 0; k < f->ir_count; k++) {
+        for (uint32_t k = 0; k < ir_count; k++) {
           const st_irange *r = &ir[k];
           if (r->inl == chain[c] && rva >= r->rva &&
               (uint64_t)rva < (uint64_t)r->rva + r->size) {
@@ -968,7 +981,7 @@ void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *o
   }
   out->nsyms = 1;
   out->status = ST_OK;
-  if (!m->sp_count)
+  if (!m->sp_count || (uint64_t)m->sp_first + m->sp_count > st->nseqpts)
     return;
   const st_seqpt *sp = st->seqpts + m->sp_first;
   long i = last_le(sp, m->sp_count, sizeof *sp, offsetof(st_seqpt, il), il);

@@ -186,6 +186,13 @@ ps_err st_finish(symtab *st);
  * the indexes lookups still work, by plain binary search and linear scans. */
 ps_err st_build_index(symtab *st);
 
+/* (Re)builds only the Source Link map lookups read (st_build_index builds it
+ * too), for a table whose arrays and indexes were restored as they are (a
+ * table file the cache maps); st_free_source_link frees that map alone, for
+ * a table whose arrays are not its own (st_free frees everything). */
+void st_build_source_link(symtab *st);
+void st_free_source_link(symtab *st);
+
 /* The Source Link URL of a document path (sourcelink.h rules) into out;
  * false when the module has no map or no rule covers the path. */
 bool st_source_link(const symtab *st, const char *path, char *out, size_t cap);

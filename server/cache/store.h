@@ -11,22 +11,37 @@
  * by evicting least recently used modules; negative entries remember modules
  * that were not found or could not be read, for a while.
  *
- * On disk (schema/001_init.sql): a `modules` row per module (identity, counts,
- * sizes, timestamps, status, error) and the symtab's arrays as BLOB chunks of
- * at most 1 MiB; a module is loaded whole, so the arrays come back with one
- * sequential read each.  Every load checks the arrays' CRC-32 and indices; a
- * damaged module is logged, removed and reported as a miss.  WAL mode: a
- * crash leaves the last committed state.  A database that fails
+ * On disk (schema/): a `modules` row per module (identity, counts, sizes,
+ * timestamps, status, error) and, for a complete module, one table file in
+ * dir/tables/ holding the symtab's arrays and search indexes as in memory
+ * (store_codec.c has its format).  A load maps the file: the arrays are used
+ * where they lie and only the pages lookups touch are read, so a restart
+ * answers its first request without reading or copying the module.  The
+ * header is checked against the row at load (sizes, counts, offsets, the
+ * checksum it records): a file cut short, of another module or not a table
+ * file is a miss, logged, and the module removed.  The records are checked
+ * by a background thread right after (CRC-32 over the arrays and indexes,
+ * then ranges and sort orders) and by store_verify: a module that fails is
+ * logged, dropped and removed.  Until that check ends (about a tenth of a
+ * second for 150 MB), a module whose bytes rotted on disk may answer
+ * wrongly; lookups never read outside its arrays (parsers/symtab.c).  A
+ * module waiting for its check is pinned, so the hot set may pass its budget
+ * by those (at most 64) until they are checked.
+ * Modules of the older layout (BLOB chunks in `arrays`) are still read, by
+ * copying, with every check before use.  WAL mode: a crash leaves the last
+ * committed state; a table file is complete before its row commits, and a
+ * file no row names is removed at a later open.  A database that fails
  * PRAGMA quick_check at open, or has a newer or foreign schema, is renamed to
  * pdbsym.sqlite.broken-<time>-<pid> with a line on stderr, and a new one made.
  *
- * The cap: everything on disk counts.  The database's pages in use, its WAL
- * and -shm files and what lies beside them (outside_bytes: the downloads in
- * flight) stay at or under max_bytes: an ingest evicts least recently used
- * entries first, a few per transaction, until the module fits beside all of
- * that; after it the WAL is checkpointed into the database and truncated,
- * and free pages left by evictions go back to the file system when the
- * folder is over the cap.  During an ingest the WAL holds the module being
+ * The cap: everything on disk counts.  The database's pages in use, the
+ * complete modules' table files (tables/), its WAL and -shm files and what
+ * lies beside them (outside_bytes: the downloads in flight) stay at or under
+ * max_bytes: an ingest evicts least recently used entries first, a few per
+ * transaction, until the module fits beside all of that; after it the WAL is
+ * checkpointed into the database and truncated, and free pages left by
+ * evictions go back to the file system when the folder is over the cap.
+ * During an ingest the WAL and the new table file hold the module being
  * written: the one module in flight the folder may pass the cap by.  Between
  * ingests the WAL is checkpointed at 1 MiB (wal_autocheckpoint) and cut back
  * to 1 MiB (journal_size_limit).  A module that alone would pass the cap is
@@ -134,12 +149,13 @@ ps_err store_put_negative(store *s, const char *key, store_neg_kind kind, const 
 ps_err store_put_negative_ttl(store *s, const char *key, store_neg_kind kind, const char *error,
                               int64_t ttl);
 
-/* Makes room for bytes outside the database (downloads in flight): evicts
+/* Makes room for bytes outside the cache (downloads in flight): evicts
  * least recently used entries, negative ones first, until the pages in use
- * plus bytes fit under the cap, and gives the freed pages back to the file
- * system (the database file and its WAL shrink).  PS_E_LIMIT when even an
- * empty cache leaves less room; *freed (may be NULL) gets the bytes of pages
- * the database gave back. */
+ * plus the table files plus bytes fit under the cap, unlinks the evicted
+ * modules' table files and gives the freed pages back to the file system
+ * (the database file and its WAL shrink).  PS_E_LIMIT when even an empty
+ * cache leaves less room; *freed (may be NULL) gets the bytes the cache's
+ * files (store_files_bytes) gave back. */
 ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag);
 
 /* ---- administration (pdbsym cache ...) ----------------------------------- */
@@ -164,10 +180,13 @@ typedef struct {
   uint64_t negatives;       /* negative entries (expired ones included) */
   uint64_t data_bytes;      /* sum of the complete modules' array bytes */
   uint64_t line_rows;       /* sum of line rows + sequence points */
+  uint64_t table_bytes;     /* the complete modules' table files (counted in the cap) */
   uint64_t hot_modules, hot_bytes, mem_max_bytes; /* this process's hot set */
   uint64_t module_reads;    /* this process's reads of a module's row from SQLite */
   uint64_t neg_memory;      /* negative entries this process keeps in memory */
   uint64_t neg_memory_hits; /* lookups they answered without SQLite */
+  uint64_t verified, verify_failed, verify_skipped; /* this process's background checks */
+  uint64_t verify_pending;  /* modules waiting for their check or being checked (pinned) */
   int schema_version;
 } store_stats;
 ps_err store_get_stats(store *s, store_stats *out);

@@ -5,7 +5,31 @@
  */
 #include "store_int.h"
 
+#include <dirent.h>
 #include <inttypes.h>
+#include <unistd.h>
+
+/* Bytes of the files in dir/tables (table files and unfinished ones). */
+static uint64_t tables_bytes(const char *dir) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/tables", dir);
+  DIR *d = opendir(path);
+  uint64_t total = 0;
+  if (!d)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+      continue;
+    char f[1500];
+    snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+    struct stat sb;
+    if (stat(f, &sb) == 0 && S_ISREG(sb.st_mode))
+      total += (uint64_t)sb.st_size;
+  }
+  closedir(d);
+  return total;
+}
 
 uint64_t store_files_bytes(const char *dir) {
   static const char *const names[] = {"pdbsym.sqlite", "pdbsym.sqlite-wal", "pdbsym.sqlite-journal"};
@@ -17,7 +41,7 @@ uint64_t store_files_bytes(const char *dir) {
     if (stat(path, &sb) == 0)
       total += (uint64_t)sb.st_size;
   }
-  return total;
+  return dir ? total + tables_bytes(dir) : 0;
 }
 
 ps_err store_get_stats(store *s, store_stats *out) {
@@ -31,6 +55,8 @@ ps_err store_get_stats(store *s, store_stats *out) {
   out->file_bytes = file_size(s->path);
   out->wal_bytes = file_size(wal);
   out->used_bytes = used_bytes(db);
+  out->table_bytes =
+      (uint64_t)query_int(db, "SELECT total(file_bytes) FROM modules WHERE status = 0", 0);
   out->free_bytes = (uint64_t)query_int(db, "PRAGMA freelist_count", 0) * (uint64_t)page_size(db);
   out->max_bytes = s->cfg.max_bytes;
   out->modules = (uint64_t)query_int(db, "SELECT count(*) FROM modules WHERE status = 0", 0);
@@ -45,6 +71,10 @@ ps_err store_get_stats(store *s, store_stats *out) {
   out->hot_modules = s->nhot;
   out->hot_bytes = s->mem_used;
   out->mem_max_bytes = s->cfg.mem_max_bytes;
+  out->verified = s->verified;
+  out->verify_failed = s->verify_failed;
+  out->verify_skipped = s->verify_skipped;
+  out->verify_pending = (uint64_t)s->nverify + (s->verifying ? 1u : 0u);
   pthread_mutex_unlock(&s->mu);
   out->module_reads = atomic_load(&s->module_reads);
   store__neg_stats(s->neg, &out->neg_memory, &out->neg_memory_hits);
@@ -121,9 +151,10 @@ ps_err store_evict(store *s, const char *key) {
     module_row r;
     int rc;
     if (store__read_row(db, key, &r, &rc))
-      result = store__delete_module(db, r.id) == SQLITE_OK ? PS_E_OK : PS_E_DATABASE;
+      result = store__delete_module(s, db, r.id) == SQLITE_OK ? PS_E_OK : PS_E_DATABASE;
     if (exec(db, "COMMIT") != SQLITE_OK)
       result = PS_E_DATABASE;
+    store__unlink_doomed(s, db);
     if (result == PS_E_OK)
       exec(db, "PRAGMA incremental_vacuum");
   }
@@ -143,12 +174,52 @@ ps_err store_clear(store *s, bool negatives_only, uint64_t *removed) {
   ps_err result = PS_E_OK;
   if (!db) {
     result = PS_E_DATABASE;
-  } else if (exec(db, negatives_only ? "DELETE FROM modules WHERE status != 0"
-                                     : "DELETE FROM modules") != SQLITE_OK) {
-    result = sqlite3_errcode(db) == SQLITE_BUSY ? PS_E_BUSY : PS_E_DATABASE;
+  } else if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
+    result = PS_E_BUSY;
   } else {
-    if (removed)
+    /* the table files of the rows that go: named first, unlinked once the
+     * rows are gone */
+    char **files = NULL;
+    size_t nfiles = 0, cfiles = 0;
+    sqlite3_stmt *q = NULL;
+    if (!negatives_only &&
+        sqlite3_prepare_v2(db, "SELECT table_file FROM modules WHERE table_file != ''", -1, &q,
+                           NULL) == SQLITE_OK) {
+      while (sqlite3_step(q) == SQLITE_ROW) {
+        if (nfiles == cfiles) {
+          size_t nc = cfiles ? cfiles * 2 : 64;
+          char **p = realloc(files, nc * sizeof *p);
+          if (!p)
+            break;
+          files = p;
+          cfiles = nc;
+        }
+        if ((files[nfiles] = dup_str((const char *)sqlite3_column_text(q, 0))) != NULL)
+          nfiles++;
+      }
+    }
+    sqlite3_finalize(q);
+    if (exec(db, negatives_only ? "DELETE FROM modules WHERE status != 0"
+                                : "DELETE FROM modules") != SQLITE_OK) {
+      result = sqlite3_errcode(db) == SQLITE_BUSY ? PS_E_BUSY : PS_E_DATABASE;
+    } else if (removed) {
       *removed = (uint64_t)sqlite3_changes(db);
+    }
+    if (result == PS_E_OK && exec(db, "COMMIT") != SQLITE_OK)
+      result = PS_E_DATABASE;
+    if (result != PS_E_OK)
+      exec(db, "ROLLBACK");
+    for (size_t i = 0; i < nfiles; i++) {
+      if (result == PS_E_OK) {
+        char path[1300];
+        store__table_path(s, files[i], path, sizeof path);
+        unlink(path);
+      }
+      free(files[i]);
+    }
+    free(files);
+  }
+  if (db && result == PS_E_OK) {
     exec(db, "PRAGMA incremental_vacuum");
     exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
   }
@@ -214,22 +285,36 @@ ps_err store_verify(store *s, bool fix, void (*fn)(void *ctx, const char *key, c
     if (fix)
       exec(db, "DELETE FROM arrays WHERE module NOT IN (SELECT id FROM modules WHERE status = 0)");
   }
+  uint64_t stray = store__sweep_tables(s, db, fix);
+  if (stray > 0) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%" PRIu64 " table files belong to no module", stray);
+    fn(ctx, "(tables)", msg);
+    result = PS_E_CORRUPT;
+  }
   for (size_t i = 0; i < nkeys; i++) {
     module_row r;
     int rc;
-    char why[256];
+    char why[512];
     symtab st;
     const char *bad = NULL;
     exec(db, "BEGIN");
     if (store__read_row(db, keys[i], &r, &rc) && r.status == 0) {
-      if (r.layout != STORE_LAYOUT) {
-        snprintf(why, sizeof why, "record layout %" PRId64 " unknown to this pdbsym", r.layout);
-        bad = why;
-      } else {
-        bool transient;
+      bool transient;
+      if (r.layout == STORE_LAYOUT_FILE) {
+        /* the header at load, then every record, as the background check does */
+        store_map map;
+        bad = store__map_table(s, &r, keys[i], &st, &map, why, sizeof why, &transient);
+        if (!bad)
+          bad = store__check_records(&st, &map, r.checksum, why, sizeof why);
+        store__unmap_table(&st, &map);
+      } else if (r.layout == STORE_LAYOUT_ROWS) {
         bad = store__load_arrays(db, &r, &st, true, why, sizeof why, &transient);
         if (!bad)
           st_free(&st);
+      } else {
+        snprintf(why, sizeof why, "record layout %" PRId64 " unknown to this pdbsym", r.layout);
+        bad = why;
       }
       if (checked)
         (*checked)++;

@@ -262,6 +262,7 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
   pthread_mutex_init(&s->pool_mu, NULL);
   pthread_mutex_init(&s->write_mu, NULL);
   s->neg = store__neg_new(cfg->negative_memory);
+  pthread_cond_init(&s->verify_cv, NULL);
 
   ps_err result = PS_E_DATABASE;
   for (int attempt = 0; attempt < 2; attempt++) {
@@ -284,8 +285,10 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
       break;
     }
     result = migrate(db, diag);
-    if (result == PS_E_OK)
+    if (result == PS_E_OK) {
+      store__sweep_tables(s, db, true); /* files a crashed ingest left */
       store__conn_put(s, db);
+    }
     else
       sqlite3_close(db);
     break;
@@ -301,6 +304,7 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag) {
 void store_close(store *s) {
   if (!s)
     return;
+  store__verify_stop(s);
   for (hot *h = s->lru_head, *next; h; h = next) {
     next = h->next;
     store__hot_free(h); /* a caller still holding a pin after close is a bug */
@@ -316,6 +320,8 @@ void store_close(store *s) {
   pthread_mutex_destroy(&s->pool_mu);
   pthread_mutex_destroy(&s->write_mu);
   store__neg_free(s->neg);
+  pthread_cond_destroy(&s->verify_cv);
+  free(s->doomed);
   free(s->dir);
   free(s->path);
   free(s);
@@ -342,12 +348,17 @@ void store__touch(sqlite3 *db, const char *key, int64_t when) {
   sqlite3_busy_timeout(db, STORE_BUSY_MS);
 }
 
-/* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller),
- * STORE_NEGATIVE with out's neg/error/source, or STORE_MISS.  A damaged
- * module is logged and removed. */
-store_result store__load_module(store *s, const char *key, symtab *st, char *source,
-                                size_t source_cap, store_entry *out) {
+/* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller;
+ * mapped from its table file when map->base is set), STORE_NEGATIVE with
+ * out's neg/error/source, or STORE_MISS.  A damaged module is logged and
+ * removed. */
+store_result store__load_module(store *s, const char *key, symtab *st, store_map *map,
+                                char *table_file, char *source, size_t source_cap,
+                                store_entry *out) {
   atomic_fetch_add(&s->module_reads, 1);
+  map->base = NULL;
+  map->len = 0;
+  table_file[0] = '\0';
   sqlite3 *db = store__conn_get(s);
   if (!db)
     return STORE_MISS;
@@ -355,7 +366,7 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
   store_result result = STORE_MISS;
   module_row r;
   int rc;
-  char why[256];
+  char why[512];
   const char *bad = NULL;
   exec(db, "BEGIN"); /* one snapshot for the row and its arrays */
   bool found = store__read_row(db, key, &r, &rc);
@@ -367,13 +378,19 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
       copy_str(out->source, sizeof out->source, r.source);
       result = STORE_NEGATIVE;
     }
-  } else if (found && r.layout == STORE_LAYOUT) {
+  } else if (found && (r.layout == STORE_LAYOUT_FILE || r.layout == STORE_LAYOUT_ROWS)) {
     bool transient;
-    bad = store__load_arrays(db, &r, st, true, why, sizeof why, &transient);
+    /* a table file is mapped and its header checked; its records are
+     * checked in the background (store_hot.c) */
+    bad = r.layout == STORE_LAYOUT_FILE
+              ? store__map_table(s, &r, key, st, map, why, sizeof why, &transient)
+              : store__load_arrays(db, &r, st, true, why, sizeof why, &transient);
     if (!bad) {
       result = STORE_HIT;
       out->flags = r.flags;
       copy_str(source, source_cap, r.source);
+      if (r.layout == STORE_LAYOUT_FILE)
+        copy_str(table_file, 40, r.table_file);
     } else if (transient) {
       log_line l;
       log_begin(&l, LOG_WARN, "cache: could not read a module; answered as a miss");
@@ -396,15 +413,45 @@ store_result store__load_module(store *s, const char *key, symtab *st, char *sou
     if (exec(db, "BEGIN IMMEDIATE") == SQLITE_OK) {
       module_row again;
       if (store__read_row(db, key, &again, &rc) && again.id == r.id)
-        store__delete_module(db, r.id);
+        store__delete_module(s, db, r.id);
       exec(db, "COMMIT");
     }
+    store__unlink_doomed(s, db);
     pthread_mutex_unlock(&s->write_mu);
   } else if (result == STORE_HIT) {
     store__touch(db, key, now);
   }
   store__conn_put(s, db);
   return result;
+}
+
+bool store__drop_damaged(store *s, const char *key, const char *table_file, const char *why) {
+  log_line l; /* found by the background check of a mapped module */
+  log_begin(&l, LOG_WARN, "cache: module damaged; removing it");
+  log_str(&l, "key", key);
+  log_str(&l, "database", s->path);
+  log_str(&l, "error", why);
+  log_end(&l);
+  bool dropped = false;
+  pthread_mutex_lock(&s->write_mu);
+  sqlite3 *db = store__conn_get(s);
+  if (db && exec(db, "BEGIN IMMEDIATE") == SQLITE_OK) {
+    module_row r;
+    int rc;
+    if (store__read_row(db, key, &r, &rc) && r.status == 0 && !strcmp(r.table_file, table_file))
+      dropped = store__delete_module(s, db, r.id) == SQLITE_OK;
+    if (exec(db, "COMMIT") != SQLITE_OK)
+      dropped = false;
+  }
+  store__unlink_doomed(s, db);
+  store__conn_put(s, db);
+  pthread_mutex_unlock(&s->write_mu);
+  return dropped;
+}
+
+uint64_t store__cap_bytes(sqlite3 *db) {
+  return used_bytes(db) +
+         (uint64_t)query_int(db, "SELECT total(file_bytes) FROM modules WHERE status = 0", 0);
 }
 
 /* ---- writing ---------------------------------------------------------------- */
@@ -425,7 +472,7 @@ static uint64_t beside_bytes(const store *s) {
 /* true when `need` more bytes of pages would pass the cap, everything beside
  * the database counted */
 static bool over_cap(const store *s, sqlite3 *db, uint64_t need) {
-  return used_bytes(db) + need + beside_bytes(s) > s->cfg.max_bytes;
+  return store__cap_bytes(db) + need + beside_bytes(s) > s->cfg.max_bytes;
 }
 
 /* Gives the free pages back to the file system.  Incremental vacuum moves
@@ -445,7 +492,8 @@ static void give_back_pages(sqlite3 *db) {
  * go back to the file system. */
 static void settle_files(store *s, sqlite3 *db) {
   exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
-  uint64_t file = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
+  uint64_t file = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db) +
+                  (uint64_t)query_int(db, "SELECT total(file_bytes) FROM modules WHERE status = 0", 0);
   if (file + beside_bytes(s) > s->cfg.max_bytes)
     give_back_pages(db);
 }
@@ -467,7 +515,7 @@ static int evict_step(store *s, sqlite3 *db, const char *keep, uint64_t need) {
         id = sqlite3_column_int64(q, 0);
     }
     sqlite3_finalize(q);
-    if (id < 0 || store__delete_module(db, id) != SQLITE_OK)
+    if (id < 0 || store__delete_module(s, db, id) != SQLITE_OK)
       break;
     n++;
   }
@@ -519,20 +567,35 @@ ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *
     kind_ref r = store__kind((symtab *)(uintptr_t)st, k);
     data_bytes += (uint64_t)*r.n * r.elem;
   }
-  /* overflow pages carry 4 bytes of header each; rows and index cells are small */
-  uint64_t need = data_bytes + data_bytes / 256 + (64u << 10);
+  /* the table file: the arrays and indexes, 64-byte aligned, plus a header;
+   * the row and its index cells are small */
+  uint64_t index_bytes = (uint64_t)(st->nline_idx + st->nfunc_idx + st->nir_maxend +
+                                    2 * st->nfunc_lines) * sizeof(uint32_t);
+  uint64_t need = data_bytes + index_bytes + 13 * 64 + (64u << 10);
   if (need > s->cfg.max_bytes)
     return ps_diag_set(diag, PS_E_LIMIT, "cache", (size_t)-1,
                        "module %s needs about %" PRIu64 " bytes, more than the cache cap of %" PRIu64
                        " bytes (raise PDBSYM_CACHE_MAX_BYTES)",
                        key, need, s->cfg.max_bytes);
   uint32_t checksum = store__checksum(st);
+  /* the file first, complete and renamed into place, then the row that
+   * names it (a crash between the two leaves a file no row names: swept) */
+  char table_file[40];
+  uint64_t file_bytes = 0;
+  ps_err werr = store__write_table(s, key, st, checksum, table_file, &file_bytes, diag);
+  if (werr != PS_E_OK)
+    return werr;
+  need = file_bytes + (64u << 10);
+  bool kept = false;
 
   pthread_mutex_lock(&s->write_mu);
   sqlite3 *db = store__conn_get(s);
   ps_err result = PS_E_OK;
   if (!db) {
     pthread_mutex_unlock(&s->write_mu);
+    char path[1300];
+    store__table_path(s, table_file, path, sizeof path);
+    unlink(path);
     return ps_diag_set(diag, PS_E_DATABASE, "cache", (size_t)-1, "cannot open %s", s->path);
   }
   bool done = false;
@@ -548,7 +611,7 @@ ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *
         exec(db, "COMMIT"); /* somebody else ingested it first: one copy */
         break;
       }
-      if (store__delete_module(db, r.id) != SQLITE_OK) {
+      if (store__delete_module(s, db, r.id) != SQLITE_OK) {
         result = db_fail(db, diag, "cannot replace an old entry");
         break;
       }
@@ -573,7 +636,8 @@ ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *
       }
       continue;
     }
-    if (store__insert_module(db, key, st, source, data_bytes, checksum, now_s()) != SQLITE_OK ||
+    if (store__insert_module(db, key, st, source, data_bytes, checksum, table_file, file_bytes,
+                             now_s()) != SQLITE_OK ||
         (flags && set_flags(db, key, flags) != SQLITE_DONE)) {
       result = db_fail(db, diag, "cannot store the module");
       break;
@@ -582,8 +646,15 @@ ps_err store_put_flags(store *s, const char *key, const symtab *st, const char *
       result = db_fail(db, diag, "cannot commit the module");
       break;
     }
+    kept = true;
     done = true;
   }
+  if (!kept) { /* refused, raced or failed: the file no row names goes now */
+    char path[1300];
+    store__table_path(s, table_file, path, sizeof path);
+    unlink(path);
+  }
+  store__unlink_doomed(s, db); /* the files of the modules it evicted or replaced */
   if (result == PS_E_OK) {
     store__neg_drop(s->neg, key);
     if (flags)
@@ -681,7 +752,8 @@ ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag)
     result = ps_diag_set(diag, PS_E_DATABASE, "cache", (size_t)-1, "no database connection");
     goto out;
   }
-  uint64_t before = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
+  /* what the cache holds on disk: the database files and the table files */
+  uint64_t before = store_files_bytes(s->dir);
   /* the room is for files beside the database: the WAL is emptied after each
    * step (deleted pages are not written again: secure_delete is off) */
   int total = 0;
@@ -693,8 +765,10 @@ ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag)
     int n = evict_step(s, db, "", bytes);
     if (exec(db, "COMMIT") != SQLITE_OK) {
       result = db_fail(db, diag, "making room");
+      store__unlink_doomed(s, db);
       break;
     }
+    store__unlink_doomed(s, db); /* the table files of the modules that went */
     total += n;
     /* the pages freed go back to the file system, so the files shrink */
     if (n)
@@ -704,7 +778,7 @@ ps_err store_make_room(store *s, uint64_t bytes, uint64_t *freed, ps_diag *diag)
   }
   if (result != PS_E_OK)
     goto out;
-  uint64_t after = (uint64_t)query_int(db, "PRAGMA page_count", 0) * (uint64_t)page_size(db);
+  uint64_t after = store_files_bytes(s->dir);
   if (freed)
     *freed = before > after ? before - after : 0;
   if (over_cap(s, db, bytes))

@@ -6,6 +6,8 @@
  */
 #include "store_int.h"
 
+#include <sys/mman.h>
+
 static uint32_t hash_key(const char *k) {
   uint32_t h = 2166136261u;
   for (; *k; k++)
@@ -16,7 +18,10 @@ static uint32_t hash_key(const char *k) {
 void store__hot_free(hot *h) {
   if (!h)
     return;
-  st_free(&h->st);
+  if (h->map.base)
+    store__unmap_table(&h->st, &h->map); /* the arrays were the file's */
+  else
+    st_free(&h->st);
   free(h->key);
   free(h);
 }
@@ -103,8 +108,9 @@ static void pin_entry(hot *h, store_entry *out) {
 /* Inserts a loaded table (taken) and pins it; if another thread was faster,
  * pins that one and frees ours, unless ours has a flag it lacks (the image's
  * names): then ours replaces it (a pinned copy stays valid). */
-static void hot_insert(store *s, const char *key, symtab *st, const char *source,
-                       unsigned flags, store_entry *out) {
+static void hot_insert(store *s, const char *key, symtab *st, const store_map *map,
+                       const char *table_file, const char *source, unsigned flags,
+                       store_entry *out) {
   hot *h = calloc(1, sizeof *h);
   char *k = dup_str(key);
   if (!h || !k) {
@@ -113,6 +119,7 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
     if (h) {
       h->st = *st;
       h->flags = flags;
+      h->map = *map;
       h->dead = true;
       h->mem = 0;
       copy_str(h->source, sizeof h->source, source);
@@ -122,6 +129,9 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
       out->pin = h;
       out->flags = flags;
       copy_str(out->source, sizeof out->source, source);
+    } else if (map->base) {
+      store_map m = *map;
+      store__unmap_table(st, &m);
     } else {
       st_free(st);
     }
@@ -130,6 +140,8 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
   h->key = k;
   h->st = *st;
   h->flags = flags;
+  h->map = *map;
+  copy_str(h->table_file, sizeof h->table_file, table_file);
   h->mem = st_memory_size(st);
   h->touched = now_s();
   copy_str(h->source, sizeof h->source, source);
@@ -163,6 +175,8 @@ static void hot_insert(store *s, const char *key, symtab *st, const char *source
   s->nhot++;
   s->mem_used += h->mem;
   pin_entry(h, out);
+  if (h->map.base)
+    store__verify_enqueue(s, h);
   hot *freed = hot_trim(s);
   pthread_mutex_unlock(&s->mu);
   free_list(freed);
@@ -266,13 +280,15 @@ store_result store_get(store *s, const char *key, store_entry *out) {
   }
 
   symtab st;
-  char source[256] = "";
-  store_result result = store__load_module(s, key, &st, source, sizeof source, out);
+  store_map map;
+  char source[256] = "", table_file[40];
+  store_result result =
+      store__load_module(s, key, &st, &map, table_file, source, sizeof source, out);
   if (result == STORE_NEGATIVE)
     store__neg_put(s->neg, key, out->neg, out->error, out->expires_at, now);
   if (!loader) { /* no memory for a placeholder: the old way */
     if (result == STORE_HIT)
-      hot_insert(s, key, &st, source, out->flags, out);
+      hot_insert(s, key, &st, &map, table_file, source, out->flags, out);
     return result;
   }
   hot *freed = NULL;
@@ -281,11 +297,15 @@ store_result store_get(store *s, const char *key, store_entry *out) {
   if (result == STORE_HIT) {
     loader->st = st;
     loader->flags = out->flags;
+    loader->map = map;
+    copy_str(loader->table_file, sizeof loader->table_file, table_file);
     loader->mem = st_memory_size(&st);
     s->mem_used += loader->mem;
     copy_str(loader->source, sizeof loader->source, source);
     loader->refs--; /* pin_entry takes it again */
     pin_entry(loader, out);
+    if (map.base)
+      store__verify_enqueue(s, loader);
     freed = hot_trim(s);
   } else {
     loader->failed = true;
@@ -355,7 +375,8 @@ ps_err store_put_take(store *s, const char *key, symtab *st, const char *source,
     return result;
   }
   compact(st);
-  hot_insert(s, key, st, source, 0, out);
+  store_map none = {NULL, 0};
+  hot_insert(s, key, st, &none, "", source, 0, out);
   memset(st, 0, sizeof *st);
   if (!out->st && result == PS_E_OK)
     result = PS_E_NOMEM;
@@ -371,7 +392,8 @@ ps_err store_adopt(store *s, const char *key, symtab *st, const char *source, un
   }
   store__neg_drop(s->neg, key);
   compact(st);
-  hot_insert(s, key, st, source, flags, out);
+  store_map none = {NULL, 0};
+  hot_insert(s, key, st, &none, "", source, flags, out);
   memset(st, 0, sizeof *st);
   return out->st ? PS_E_OK : PS_E_NOMEM;
 }
@@ -406,4 +428,120 @@ void store__hot_clear(store *s) {
   }
   pthread_mutex_unlock(&s->mu);
   free_list(freed);
+}
+
+/* ---- the background check of mapped modules --------------------------------------- */
+
+/* A module mapped from its table file answers at once; its records are
+ * checked here, one module at a time, right after: the arrays' CRC-32
+ * against the row's checksum, the indexes' against the header's, and
+ * symtab_validate's ranges and orders (store__check_records).  A module that
+ * fails is taken out of the hot set and its row and file removed, so the
+ * next request fetches it again; until then its lookups stay in bounds
+ * (parsers/symtab.c) but may answer wrongly.  At most STORE_VERIFY_QUEUE
+ * modules wait; past that a load goes unchecked until `cache verify`. */
+
+typedef struct verify_job {
+  struct verify_job *next;
+  hot *h; /* pinned */
+} verify_job;
+
+static void *verifier_main(void *arg) {
+  store *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->verify_head && !s->verifier_stop)
+      pthread_cond_wait(&s->verify_cv, &s->mu);
+    if (s->verifier_stop)
+      break;
+    verify_job *j = s->verify_head;
+    s->verify_head = j->next;
+    if (!s->verify_head)
+      s->verify_tail = NULL;
+    s->nverify--;
+    s->verifying = true;
+    hot *h = j->h;
+    free(j);
+    pthread_mutex_unlock(&s->mu);
+
+    char why[256];
+    /* the check reads the whole file in order: ask for it ahead (the
+     * mapping itself is advised random, for lookups) */
+    if (h->map.base)
+      madvise(h->map.base, h->map.len, MADV_WILLNEED);
+    /* against the checksums of the file's header (the load compared it with the row's) */
+    const char *bad = h->dead ? NULL : store__check_records(&h->st, &h->map, 0, why, sizeof why);
+    if (bad && h->key) {
+      store__hot_drop(s, h->key);
+      store__drop_damaged(s, h->key, h->table_file, bad);
+    }
+    store_entry e = {.st = &h->st, .pin = h};
+    pthread_mutex_lock(&s->mu);
+    if (bad)
+      s->verify_failed++;
+    else
+      s->verified++;
+    pthread_mutex_unlock(&s->mu);
+    store_release(s, &e);
+    pthread_mutex_lock(&s->mu);
+    s->verifying = false;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+void store__verify_enqueue(store *s, hot *h) {
+  if (s->verifier_stop || s->nverify >= STORE_VERIFY_QUEUE) {
+    s->verify_skipped++;
+    return;
+  }
+  if (!s->verifier_started) {
+    if (pthread_create(&s->verifier, NULL, verifier_main, s) != 0) {
+      s->verify_skipped++;
+      return;
+    }
+    s->verifier_started = true;
+  }
+  verify_job *j = malloc(sizeof *j);
+  if (!j) {
+    s->verify_skipped++;
+    return;
+  }
+  h->refs++;
+  j->h = h;
+  j->next = NULL;
+  if (s->verify_tail)
+    s->verify_tail->next = j;
+  else
+    s->verify_head = j;
+  s->verify_tail = j;
+  s->nverify++;
+  pthread_cond_signal(&s->verify_cv);
+}
+
+void store__verify_stop(store *s) {
+  pthread_mutex_lock(&s->mu);
+  s->verifier_stop = true;
+  pthread_cond_broadcast(&s->verify_cv);
+  bool started = s->verifier_started;
+  pthread_mutex_unlock(&s->mu);
+  if (started)
+    pthread_join(s->verifier, NULL);
+  /* modules still waiting: unchecked, unpinned */
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    verify_job *j = s->verify_head;
+    if (j) {
+      s->verify_head = j->next;
+      s->nverify--;
+    } else {
+      s->verify_tail = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!j)
+      break;
+    store_entry e = {.st = &j->h->st, .pin = j->h};
+    store_release(s, &e);
+    free(j);
+  }
 }

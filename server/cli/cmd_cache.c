@@ -323,6 +323,7 @@ static int do_stats(store *s) {
   printf("wal_bytes: %" PRIu64 "\n", st.wal_bytes);
   printf("used_bytes: %" PRIu64 "\n", st.used_bytes);
   printf("free_bytes: %" PRIu64 "\n", st.free_bytes);
+  printf("table_bytes: %" PRIu64 "\n", st.table_bytes);
   printf("max_bytes: %" PRIu64 "\n", st.max_bytes);
   printf("modules: %" PRIu64 "\n", st.modules);
   printf("negative_entries: %" PRIu64 "\n", st.negatives);

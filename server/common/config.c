@@ -64,6 +64,7 @@ static const cf_setting settings[] = {
     Z(max_body_bytes, "8M", "largest request body; larger ones get 413"),
     U(max_frames, "10000", "most frames in one request; more get 400"),
     U(max_modules, "1000", "most modules in one request; more get 400"),
+    Z(max_answer_bytes, "32M", "largest answer body; a request whose answer would pass it gets 400"),
     U(max_inflight, "64", "requests processed at once (health, ready, metrics excluded); more get 503"),
     Z(request_memory_max, "256M", "memory budget of the requests in flight (bodies, parsed requests, answers being built or sent); past it 503"),
     U(request_workers, "64", "threads that run /symbolicate, /symbolicate/v5, /modules and /traces requests"),

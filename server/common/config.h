@@ -53,6 +53,7 @@ typedef struct {
   uint64_t max_body_bytes;
   uint64_t max_frames;
   uint64_t max_modules;
+  uint64_t max_answer_bytes;  /* largest answer body (bytes) */
   uint64_t max_inflight;
   uint64_t request_memory_max; /* bytes; 0: no budget */
   uint64_t request_workers;

@@ -219,26 +219,57 @@ bool module_parse_code_id(const char *in, uint32_t *timestamp, uint32_t *size, c
   return true;
 }
 
+/* The GUID's bytes in symbol-server order: Data1..3 byte-swapped to big-endian. */
+static const uint8_t guid_order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+
+/* Two hex digits per byte of g in guid_order into out (no NUL); digits is
+ * "0123456789ABCDEF" or its lowercase; a dash before bytes 4, 6, 8, 10 when
+ * dashes.  Returns the characters written.  (No snprintf: an answer names
+ * every module it was asked, and these run per module and request.) */
+static size_t guid_digits(const uint8_t g[16], const char *digits, bool dashes, char *out) {
+  size_t o = 0;
+  for (int i = 0; i < 16; i++) {
+    if (dashes && (i == 4 || i == 6 || i == 8 || i == 10))
+      out[o++] = '-';
+    uint8_t b = g[guid_order[i]];
+    out[o++] = digits[b >> 4];
+    out[o++] = digits[b & 15];
+  }
+  return o;
+}
+
+/* v in hex without leading zeros ("0" for 0) into out; returns the length. */
+static size_t hex_u32(uint32_t v, const char *digits, char *out) {
+  char tmp[8];
+  size_t n = 0;
+  do {
+    tmp[n++] = digits[v & 15];
+    v >>= 4;
+  } while (v);
+  for (size_t i = 0; i < n; i++)
+    out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+static const char HEX_UP[] = "0123456789ABCDEF", HEX_LOW[] = "0123456789abcdef";
+
 void module_guid_hex(const uint8_t g[16], char out[33]) {
-  snprintf(out, 33, "%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X%02X",
-           g[3], g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12],
-           g[13], g[14], g[15]);
+  out[guid_digits(g, HEX_UP, false, out)] = '\0';
 }
 
 void module_debug_id(const uint8_t g[16], uint32_t age, char out[48]) {
-  snprintf(out, 48,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x-%x", g[3],
-           g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12], g[13],
-           g[14], g[15], age);
+  size_t o = guid_digits(g, HEX_LOW, true, out);
+  out[o++] = '-';
+  out[o + hex_u32(age, HEX_LOW, out + o)] = '\0';
 }
 
 void module_index_key(const module_id *m, st_format format, char out[42]) {
-  char hex[33];
-  module_guid_hex(m->guid, hex);
-  if (format == ST_FORMAT_PORTABLE)
-    snprintf(out, 42, "%sFFFFFFFF", hex);
-  else
-    snprintf(out, 42, "%s%X", hex, m->age);
+  size_t o = guid_digits(m->guid, HEX_UP, false, out);
+  if (format == ST_FORMAT_PORTABLE) {
+    memcpy(out + o, "FFFFFFFF", 9);
+    return;
+  }
+  out[o + hex_u32(m->age, HEX_UP, out + o)] = '\0';
 }
 
 void module_cache_key(const module_id *m, st_format format, char *out, size_t cap) {

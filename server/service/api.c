@@ -17,9 +17,11 @@
  *      its arrival) for those still pending, so downloads of one request
  *      overlap instead of adding up;
  *   3. answer the frames in input order from the pinned symbol tables,
- *      writing each frame's JSON into the answer as it is made (one frame's
- *      tree at a time); every buffer is reserved in the request memory
- *      budget (reqmem.h), and a reservation refused is a 503;
+ *      written with jsonw.h straight into one buffer (no tree, not even one
+ *      frame's): the buffer is reserved in the request memory budget
+ *      (reqmem.h) as it grows, a reservation refused is a 503, and an
+ *      answer longer than max_answer_bytes a 400; the buffer then goes to
+ *      libmicrohttpd as it is, with its reservation (http.c);
  *   4. release the tables.
  */
 #include "api.h"
@@ -30,38 +32,58 @@
 #include <string.h>
 #include <strings.h>
 
-#include <jansson.h>
-
+#include "jsonw.h"
 #include "log.h"
 #include "metrics.h"
-#include "render_json.h"
+#include "render.h"
 #include "request.h"
 
 /* ---- responses ------------------------------------------------------------ */
 
-static void set_json(api_response *out, unsigned status, json_t *root) {
+/* Small answers (errors, /modules, /ready) are written with jsonw.h into a
+ * buffer of their own, outside the request memory budget (they are bounded
+ * by their fields); the answers of /symbolicate and v5 use answer_* below. */
+
+static const char oom_body[] = "{\"error\":\"out of memory\"}";
+
+static void set_static(api_response *out, unsigned status, const char *text, size_t n) {
   out->status = status;
   out->content_type = "application/json";
-  out->body = json_dumps(root, JSON_COMPACT);
-  json_decref(root);
-  if (!out->body) {
-    out->status = 500;
-    static const char oom[] = "{\"error\":\"out of memory\"}";
-    out->body = malloc(sizeof oom);
-    if (out->body)
-      memcpy(out->body, oom, sizeof oom);
+  out->body = malloc(n + 1);
+  if (out->body)
+    memcpy(out->body, text, n + 1);
+  out->len = out->body ? n : 0;
+}
+
+/* The writer's text as the response body; the writer is left empty. */
+static void set_body(api_response *out, unsigned status, jsonw *w) {
+  size_t n = 0;
+  char *text = jsonw_error(w) ? NULL : jsonw_take(w, &n);
+  jsonw_free(w);
+  if (text) {
+    out->status = status;
+    out->content_type = "application/json";
+    out->body = text;
+    out->len = n;
+    return;
   }
-  out->len = out->body ? strlen(out->body) : 0;
+  set_static(out, 500, oom_body, sizeof oom_body - 1);
 }
 
 void api_error(api_response *out, unsigned status, const char *msg, const char *field) {
-  json_t *e = json_object();
-  /* render_string: msg may quote request bytes (a method, a JSON token) that
-   * are not UTF-8, which json_string refuses */
-  json_object_set_new(e, "error", render_string(msg));
-  if (field)
-    json_object_set_new(e, "field", render_string(field));
-  set_json(out, status, e);
+  jsonw w;
+  jsonw_init(&w, 256, 0);
+  jsonw_obj(&w);
+  /* msg may quote request bytes (a method, a JSON token) that are not
+   * UTF-8: the writer replaces them with U+FFFD */
+  jsonw_key(&w, "error");
+  jsonw_str(&w, msg);
+  if (field) {
+    jsonw_key(&w, "field");
+    jsonw_str(&w, field);
+  }
+  jsonw_obj_end(&w);
+  set_body(out, status, &w);
 }
 
 /* ---- routing -------------------------------------------------------------- */
@@ -296,55 +318,69 @@ bool api_route_has_body(api_route_id r) {
 
 /* ---- the answer, written as it is built -------------------------------------- */
 
-/* The answer of a big request is written frame by frame into one buffer in
- * the request memory budget (reqmem.h), not built as a tree and then dumped:
- * the largest tree alive is one frame's.  Every append can fail when the
- * budget is taken; the writer then stays failed and the request gets 503. */
-static bool out_raw(rm_buf *b, const char *s) { return rm_buf_append(b, s, strlen(s)); }
+/* The answer of /symbolicate and v5: written with jsonw.h into one buffer
+ * that is reserved in the request memory budget (reqmem.h) as it grows, from
+ * the request's grant first, and capped at max_answer_bytes.  It becomes
+ * the response body as it is, with its reservation (out->charged), which
+ * http.c gives back when libmicrohttpd has sent and freed it. */
+typedef struct {
+  rm_buf b;
+  jsonw w;
+  bool refused; /* another buffer of the answer's was refused by the budget */
+} answer;
 
-static int dump_cb(const char *buf, size_t size, void *data) {
-  return rm_buf_append(data, buf, size) ? 0 : -1;
-}
-
-/* Appends v's compact JSON; v is consumed. */
-static bool out_json(rm_buf *b, json_t *v) {
-  bool ok = v && json_dump_callback(v, dump_cb, b, JSON_COMPACT) == 0;
-  json_decref(v);
-  return ok && !b->failed;
-}
-
-/* Appends "," (unless first) and v; v is consumed either way. */
-static bool out_item(rm_buf *b, bool first, json_t *v) {
-  if (!first && !out_raw(b, ",")) {
-    json_decref(v);
+static bool answer_grow(void *ctx, char **buf, size_t *size, size_t need) {
+  rm_buf *b = ctx;
+  if (!rm_buf_reserve(b, need))
     return false;
-  }
-  return out_json(b, v);
+  *buf = b->p;
+  *size = b->size;
+  return true;
 }
 
-/* The buffer becomes the response body (its reservation goes with it), or a
- * 503 / 500 when it could not be completed. */
-static void out_finish(api *a, rm_buf *b, api_response *out) {
-  if (b->failed || !rm_buf_append(b, "", 1)) { /* and a NUL, for the fuzzers' json_loads */
-    bool budget = !b->over_cap;
-    rm_buf_free(b);
-    if (budget) {
-      char msg[160];
-      snprintf(msg, sizeof msg,
-               "the memory budget of requests in flight is taken (request_memory_max = %llu)",
-               (unsigned long long)a->cfg->request_memory_max);
-      api_error(out, 503, msg, NULL);
-      out->retry_after = (unsigned)a->cfg->retry_after;
-    } else {
-      api_error(out, 500, "answer too large", NULL);
-    }
+static void answer_begin(answer *an, const api *a, rm_grant *grant) {
+  memset(an, 0, sizeof *an);
+  uint64_t max = a->cfg->max_answer_bytes ? a->cfg->max_answer_bytes : SIZE_MAX - 2;
+  if (max > SIZE_MAX - 2)
+    max = SIZE_MAX - 2;
+  an->b.grant = grant;
+  an->b.cap = (size_t)max + 1; /* and its NUL */
+  jsonw_init_grow(&an->w, (size_t)max, answer_grow, &an->b, NULL, 0);
+}
+
+/* The answer as the response body, or why not: past max_answer_bytes a 400
+ * naming it, a reservation the budget refused a 503, else a 500. */
+static void answer_finish(api *a, answer *an, api_response *out) {
+  size_t n = 0;
+  jsonw_err e = jsonw_error(&an->w);
+  jsonw_text(&an->w, &n); /* its NUL, for the fuzzers' json_loads */
+  jsonw_free(&an->w);
+  if (e == JSONW_OK && an->b.p) {
+    an->b.len = n + 1;
+    rm_buf_shrink(&an->b);
+    out->status = 200;
+    out->content_type = "application/json";
+    out->len = n; /* the NUL is not part of the body */
+    out->body = rm_buf_take(&an->b, &out->charged); /* the response's now, with its reservation */
     return;
   }
-  rm_buf_shrink(b);
-  out->status = 200;
-  out->content_type = "application/json";
-  out->len = b->len - 1; /* the NUL is not part of the body */
-  out->body = rm_buf_take(b, &out->charged); /* the response's now, with its reservation */
+  bool budget = an->refused || (an->b.failed && !an->b.over_cap);
+  rm_buf_free(&an->b);
+  char msg[160];
+  if (e == JSONW_E_LIMIT) {
+    snprintf(msg, sizeof msg,
+             "the answer would be larger than max_answer_bytes = %llu; send fewer frames",
+             (unsigned long long)a->cfg->max_answer_bytes);
+    api_error(out, 400, msg, "frames");
+  } else if (budget) {
+    snprintf(msg, sizeof msg,
+             "the memory budget of requests in flight is taken (request_memory_max = %llu)",
+             (unsigned long long)a->cfg->request_memory_max);
+    api_error(out, 503, msg, NULL);
+    out->retry_after = (unsigned)a->cfg->retry_after;
+  } else {
+    set_static(out, 500, oom_body, sizeof oom_body - 1);
+  }
 }
 
 static void refuse(api *a, rq_result r, const rq_error *e, api_response *out) {
@@ -404,9 +440,9 @@ static frame_status module_frame_status(mod_status s) {
 }
 
 /* m is the module that answers (the first entry naming it); NULL for a frame
- * whose module index names no entry. */
-static json_t *answer_frame(const api *a, const rq_request *q, const rq_frame *fr, req_module *m,
-                            frame_status *st_out) {
+ * whose module index names no entry.  Writes the frame, returns its status. */
+static frame_status answer_frame(jsonw *w, const api *a, const rq_request *q, const rq_frame *fr,
+                                 req_module *m) {
   frame_status st;
   const char *err = NULL;
   char module_error[340];
@@ -462,51 +498,76 @@ static json_t *answer_frame(const api *a, const rq_request *q, const rq_frame *f
       .instruction_addr = managed ? 0 : fr->aux,
       .adjusted = adjusted && !(fr->flags & RQ_F_INVALID),
   };
-  *st_out = st;
-  return render_frame_obj(m ? &m->rm : NULL, &f);
+  render_frame_w(w, m ? &m->rm : NULL, &f);
+  return st;
 }
 
 /* A text of the request as given (any bytes), or null. */
-static json_t *given_or_null(const rq_request *q, uint32_t off) {
+static void given_or_null(jsonw *w, const rq_request *q, uint32_t off) {
   const char *s = rq_text(q, off);
-  return s ? render_string(s) : json_null();
+  if (s)
+    jsonw_str(w, s);
+  else
+    jsonw_null(w);
 }
 
 /* m answers (the first entry naming the module); g is this entry. */
-static json_t *answer_module(const api *a, const rq_request *q, const req_module *m,
-                             const rq_module *g) {
-  json_t *o = json_object();
+static void answer_module(jsonw *w, const api *a, const rq_request *q, const req_module *m,
+                          const rq_module *g) {
+  jsonw_obj(w);
   if (g->invalid) {
-    json_object_set_new(o, "debug_file", given_or_null(q, g->gfile_off));
-    json_object_set_new(o, "debug_id", given_or_null(q, g->gid_off));
-    json_object_set_new(o, "status", json_string("invalid"));
-    json_object_set_new(o, "format", json_null());
-    json_object_set_new(o, "source", json_null());
-    json_object_set_new(o, "from_cache", json_false());
-    json_object_set_new(o, "error", render_string(rq_text(q, g->why_off)));
-    json_object_set_new(o, "field", json_string(rq_text(q, g->field_off)));
-    return o;
+    jsonw_key(w, "debug_file");
+    given_or_null(w, q, g->gfile_off);
+    jsonw_key(w, "debug_id");
+    given_or_null(w, q, g->gid_off);
+    jsonw_key(w, "status");
+    jsonw_str(w, "invalid");
+    jsonw_key(w, "format");
+    jsonw_null(w);
+    jsonw_key(w, "source");
+    jsonw_null(w);
+    jsonw_key(w, "from_cache");
+    jsonw_bool(w, false);
+    jsonw_key(w, "error");
+    jsonw_str(w, rq_text(q, g->why_off));
+    jsonw_key(w, "field");
+    jsonw_str(w, rq_text(q, g->field_off));
+    jsonw_obj_end(w);
+    return;
   }
   const module_id *id = &m->g->id;
   char did[48];
   module_debug_id(id->guid, id->age, did);
   if (g->no_age)
     did[36] = '\0'; /* the GUID alone, as given: a Portable PDB's id has no age */
-  json_object_set_new(o, "debug_file", json_string(id->debug_file));
-  json_object_set_new(o, "debug_id", json_string(did));
-  json_object_set_new(o, "status", json_string(mod_status_name(m->h.status)));
+  jsonw_key(w, "debug_file");
+  jsonw_str(w, id->debug_file);
+  jsonw_key(w, "debug_id");
+  jsonw_str(w, did);
+  jsonw_key(w, "status");
+  jsonw_str(w, mod_status_name(m->h.status));
   const char *fmt = format_name(m->h.format ? m->h.format : id->format);
-  json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
-  if (m->h.source[0])
-    json_object_set_new(o, "source", render_string(m->h.source));
+  jsonw_key(w, "format");
+  if (fmt)
+    jsonw_str(w, fmt);
   else
-    json_object_set_new(o, "source", json_null());
-  json_object_set_new(o, "from_cache", json_boolean(m->h.from_cache));
-  if (m->h.status != MOD_FOUND && m->h.error[0])
-    json_object_set_new(o, "error", render_string(m->h.error));
-  if (m->h.status == MOD_PENDING)
-    json_object_set_new(o, "retry_after", json_integer((json_int_t)a->cfg->retry_after));
-  return o;
+    jsonw_null(w);
+  jsonw_key(w, "source");
+  if (m->h.source[0])
+    jsonw_str(w, m->h.source);
+  else
+    jsonw_null(w);
+  jsonw_key(w, "from_cache");
+  jsonw_bool(w, m->h.from_cache);
+  if (m->h.status != MOD_FOUND && m->h.error[0]) {
+    jsonw_key(w, "error");
+    jsonw_str(w, m->h.error);
+  }
+  if (m->h.status == MOD_PENDING) {
+    jsonw_key(w, "retry_after");
+    jsonw_uint(w, a->cfg->retry_after);
+  }
+  jsonw_obj_end(w);
 }
 
 /* A module listed twice in one request is resolved once: later entries point
@@ -584,8 +645,10 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
   rq_limits lim = limits_of(a->cfg);
   rq_result res = rq_parse_symbolicate(body, len, &lim, grant, &q, &err);
   drop_body(owned);
-  rm_buf store = {0}, ans = {0};
-  store.grant = ans.grant = grant;
+  rm_buf store = {0};
+  store.grant = grant;
+  answer an;
+  answer_begin(&an, a, grant);
   if (res != RQ_OK) {
     refuse(a, res, &err, out);
     goto done;
@@ -605,34 +668,39 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
   resolve_modules(a, mods, nm, received_ms + timeout_ms);
 
   uint64_t counts[FS__COUNT] = {0};
-  bool ok = out_raw(&ans, "{\"frames\":[");
-  for (size_t i = 0; i < nf && ok; i++) {
-    frame_status st;
+  jsonw *w = &an.w;
+  jsonw_obj(w);
+  jsonw_key(w, "frames");
+  jsonw_arr(w);
+  /* a failed write leaves the writer failed, every later one a no-op:
+   * answer_finish says why */
+  for (size_t i = 0; i < nf && !jsonw_error(w); i++) {
     const rq_frame *fr = &q.frames[i];
     req_module *m = (fr->flags & RQ_F_BAD_INDEX) ? NULL : &mods[mods[fr->module].same];
-    json_t *fo = answer_frame(a, &q, fr, m, &st);
-    counts[st]++;
-    ok = out_item(&ans, i == 0, fo);
+    counts[answer_frame(w, a, &q, fr, m)]++;
   }
-  ok = ok && out_raw(&ans, "],\"modules\":[");
-  for (size_t i = 0; i < nm && ok; i++) {
-    ok = out_item(&ans, i == 0, answer_module(a, &q, &mods[mods[i].same], &q.mods[i]));
+  jsonw_arr_end(w);
+  jsonw_key(w, "modules");
+  jsonw_arr(w);
+  for (size_t i = 0; i < nm; i++) {
+    answer_module(w, a, &q, &mods[mods[i].same], &q.mods[i]);
     if (mods[i].same == i && !q.mods[i].invalid)
       mt_module(mods[i].h.status);
   }
-  ok = ok && out_raw(&ans, "]}");
-  (void)ok; /* a failed append leaves ans failed: out_finish answers 503 */
+  jsonw_arr_end(w);
+  jsonw_obj_end(w);
   for (int s = 0; s < FS__COUNT; s++)
     if (counts[s])
       mt_frames((frame_status)s, counts[s]);
   release_modules(a, mods, nm);
-  out_finish(a, &ans, out);
+  answer_finish(a, &an, out);
   if (out->status == 200) {
     out->frames = (long)nf;
     out->modules = (long)nm;
   }
 done:
-  rm_buf_free(&ans);
+  jsonw_free(&an.w);
+  rm_buf_free(&an.b);
   rm_buf_free(&store);
   rq_free(&q);
 }
@@ -641,74 +709,177 @@ done:
 
 /* module_offset as Eliot echoes it: hex of the number given ("-0x1" for
  * Eliot's -1, "not an offset"); a hex string too wide for 64 bits as it came. */
-static json_t *v5_offset(const rq_request *q, const rq_v5_frame *e) {
+static void v5_offset(jsonw *w, const rq_request *q, const rq_v5_frame *e) {
   if (e->off_kind == RQ_OFF_NEG) {
     char buf[32];
     snprintf(buf, sizeof buf, "-0x%llx", (unsigned long long)e->offset);
-    return json_string(buf);
+    jsonw_str(w, buf);
+  } else if (e->off_kind == RQ_OFF_TEXT) {
+    jsonw_str(w, rq_text(q, e->text_off));
+  } else {
+    jsonw_hex(w, e->offset, 0);
   }
-  if (e->off_kind == RQ_OFF_TEXT)
-    return render_string(rq_text(q, e->text_off));
-  return render_hex(e->offset, 0);
 }
 
-static json_t *v5_frame(const rq_request *q, size_t index, const rq_v5_frame *e, const rq_job *j,
-                        const req_module *mods, frame_status *st_out) {
-  json_t *o = json_object();
-  json_object_set_new(o, "frame", json_integer((json_int_t)index));
+/* One frame of a v5 answer; returns its status (for the metrics). */
+static frame_status v5_frame(jsonw *w, const rq_request *q, size_t index, const rq_v5_frame *e,
+                             const rq_job *j, const req_module *mods) {
+  jsonw_obj(w);
+  jsonw_key(w, "frame");
+  jsonw_uint(w, index);
   const req_module *m = NULL, *r = NULL;
+  jsonw_key(w, "module");
   if (e->module_index >= 0 && (uint64_t)e->module_index < j->nmods) {
     m = &mods[j->mod_first + (size_t)e->module_index];
     r = &mods[m->same];
     /* the module's name: the PDB's, reduced to its last component, or the
      * entry as given when that is not a valid name */
     if (m->g->invalid)
-      json_object_set_new(o, "module", given_or_null(q, m->g->gfile_off));
+      given_or_null(w, q, m->g->gfile_off);
     else
-      json_object_set_new(o, "module", json_string(m->g->id.debug_file));
+      jsonw_str(w, m->g->id.debug_file);
   } else {
     /* Eliot's answer for index -1 (an address in no module), and pdbsym's
      * for any index that names no entry; the Firefox Profiler's validator
      * needs every frame to have a module */
-    json_object_set_new(o, "module", json_string("<unknown>"));
+    jsonw_str(w, "<unknown>");
   }
-  json_object_set_new(o, "module_offset", v5_offset(q, e));
+  jsonw_key(w, "module_offset");
+  v5_offset(w, q, e);
   bool usable = e->off_kind == RQ_OFF_OK;
   uint64_t off = e->offset;
-  *st_out = !m ? (e->module_index == -1 ? FS_UNKNOWN_ADDRESS : FS_INVALID)
-            : m->g->invalid ? FS_INVALID
-                            : module_frame_status(r->h.status);
-  if (!m || m->g->invalid || !usable || off > UINT32_MAX || r->h.status != MOD_FOUND)
-    return o;
+  frame_status st = !m ? (e->module_index == -1 ? FS_UNKNOWN_ADDRESS : FS_INVALID)
+                    : m->g->invalid ? FS_INVALID
+                                    : module_frame_status(r->h.status);
   st_answer ans;
-  st_lookup_rva(r->h.st, (uint32_t)off, &ans);
-  if (ans.status != ST_OK || ans.nsyms < 1) {
-    *st_out = FS_UNKNOWN_ADDRESS;
-    return o;
-  }
-  const st_symbol *outer = &ans.syms[ans.nsyms - 1];
-  json_object_set_new(o, "function", render_string(outer->function ? outer->function : ""));
-  if (outer->has_offset)
-    json_object_set_new(o, "function_offset", render_hex(outer->function_offset, 0));
-  if (outer->file && outer->has_line)
-    json_object_set_new(o, "file", render_string(outer->file));
-  if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE)
-    json_object_set_new(o, "line", json_integer(outer->line));
-  if (ans.nsyms > 1) {
-    json_t *inl = json_array();
-    for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
-      const st_symbol *s = &ans.syms[i];
-      json_t *x = json_object();
-      json_object_set_new(x, "function", render_string(s->function ? s->function : ""));
-      if (s->file && s->has_line)
-        json_object_set_new(x, "file", render_string(s->file));
-      if (s->has_line && s->line && s->line != ST_HIDDEN_LINE)
-        json_object_set_new(x, "line", json_integer(s->line));
-      json_array_append_new(inl, x);
+  if (m && !m->g->invalid && usable && off <= UINT32_MAX && r->h.status == MOD_FOUND) {
+    st_lookup_rva(r->h.st, (uint32_t)off, &ans);
+    if (ans.status != ST_OK || ans.nsyms < 1) {
+      st = FS_UNKNOWN_ADDRESS;
+    } else {
+      const st_symbol *outer = &ans.syms[ans.nsyms - 1];
+      jsonw_key(w, "function");
+      jsonw_str(w, outer->function);
+      if (outer->has_offset) {
+        jsonw_key(w, "function_offset");
+        jsonw_hex(w, outer->function_offset, 0);
+      }
+      if (outer->file && outer->has_line) {
+        jsonw_key(w, "file");
+        jsonw_str(w, outer->file);
+      }
+      if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE) {
+        jsonw_key(w, "line");
+        jsonw_uint(w, outer->line);
+      }
+      if (ans.nsyms > 1) {
+        jsonw_key(w, "inlines");
+        jsonw_arr(w);
+        for (int i = 0; i < ans.nsyms - 1; i++) { /* innermost (deepest) first */
+          const st_symbol *s = &ans.syms[i];
+          jsonw_obj(w);
+          jsonw_key(w, "function");
+          jsonw_str(w, s->function);
+          if (s->file && s->has_line) {
+            jsonw_key(w, "file");
+            jsonw_str(w, s->file);
+          }
+          if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
+            jsonw_key(w, "line");
+            jsonw_uint(w, s->line);
+          }
+          jsonw_obj_end(w);
+        }
+        jsonw_arr_end(w);
+      }
     }
-    json_object_set_new(o, "inlines", inl);
   }
-  return o;
+  jsonw_obj_end(w);
+  return st;
+}
+
+/* A memoryMap entry's key in found_modules: "debug_file/breakpad_id" as
+ * given. */
+typedef struct {
+  const char *key;
+  size_t len;
+  size_t idx;   /* the entry's index in the job's memoryMap */
+  size_t first; /* the first entry of the job with the same key */
+  size_t last;  /* the last one (its value is the one written) */
+} v5_key;
+
+static int v5_key_cmp(const void *pa, const void *pb) {
+  const v5_key *a = *(const v5_key *const *)pa, *b = *(const v5_key *const *)pb;
+  if (a->len != b->len)
+    return a->len < b->len ? -1 : 1;
+  int c = memcmp(a->key, b->key, a->len);
+  if (c)
+    return c;
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* found_modules: one member per distinct key, at its first entry's place,
+ * with the value of its last entry (what setting the members of a jansson
+ * object entry by entry gave): null when no frame named it; false when it
+ * was looked for and not found, or its name or id is invalid (as Eliot
+ * answers a module it cannot find).  Counts each module looked up in the
+ * metrics.  The index arrays (two pointers and a few words per entry, the
+ * entries bounded by max_modules) are in the request's budget (store). */
+static void v5_found_modules(answer *an, const rq_request *q, const rq_job *j, req_module *mods,
+                             rm_buf *store) {
+  jsonw *w = &an->w;
+  size_t n = j->nmods;
+  v5_key *keys = NULL;
+  v5_key **order = NULL;
+  if (n > 1) {
+    if (n > SIZE_MAX / (sizeof *keys + sizeof *order) ||
+        !rm_buf_reserve(store, n * (sizeof *keys + sizeof *order))) {
+      an->refused = true;
+      if (!w->err)
+        w->err = JSONW_E_NOMEM;
+      return;
+    }
+    keys = (v5_key *)(void *)store->p;
+    order = (v5_key **)(void *)(keys + n);
+  }
+  v5_key one;
+  if (n == 1)
+    keys = &one;
+  for (size_t i = 0; i < n; i++) {
+    const rq_module *g = mods[j->mod_first + i].g;
+    keys[i] = (v5_key){rq_given(q, g), g->given_len, i, i, i};
+    if (order)
+      order[i] = &keys[i];
+  }
+  if (n > 1) {
+    qsort(order, n, sizeof *order, v5_key_cmp);
+    for (size_t g = 0; g < n;) {
+      size_t h = g + 1;
+      while (h < n && order[h]->len == order[g]->len &&
+             !memcmp(order[h]->key, order[g]->key, order[g]->len))
+        h++;
+      for (size_t k = g; k < h; k++) { /* order[g..h): one key, by index */
+        order[k]->first = order[g]->idx;
+        order[k]->last = order[h - 1]->idx;
+      }
+      g = h;
+    }
+  }
+  jsonw_obj(w);
+  for (size_t i = 0; i < n; i++) {
+    const req_module *m = &mods[j->mod_first + i];
+    if (!m->skip && !m->g->invalid && m->same == (size_t)(m - mods))
+      mt_module(m->h.status);
+    if (keys[i].first != i)
+      continue;
+    const req_module *v = &mods[j->mod_first + keys[i].last];
+    jsonw_key_str(w, keys[i].key, keys[i].len);
+    if (v->skip)
+      jsonw_null(w);
+    else
+      jsonw_bool(w, !v->g->invalid && mods[v->same].h.status == MOD_FOUND);
+  }
+  jsonw_obj_end(w);
 }
 
 static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, rm_grant *grant,
@@ -719,8 +890,10 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
   rq_limits lim = limits_of(a->cfg);
   rq_result res = rq_parse_v5(body, len, &lim, grant, &q, &err);
   drop_body(owned);
-  rm_buf store = {0}, ans = {0};
-  store.grant = ans.grant = grant;
+  rm_buf store = {0}, keys = {0};
+  store.grant = keys.grant = grant;
+  answer an;
+  answer_begin(&an, a, grant);
   if (res != RQ_OK) {
     refuse(a, res, &err, out);
     goto done;
@@ -734,53 +907,42 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
   /* v5 clients (the Firefox Profiler) never ask again: wait longer */
   resolve_modules(a, mods, nm, received_ms + a->cfg->v5_timeout * 1000u);
   uint64_t counts[FS__COUNT] = {0};
-  bool ok = out_raw(&ans, "{\"results\":[");
-  for (size_t i = 0; i < q.njobs && ok; i++) {
+  jsonw *w = &an.w;
+  jsonw_obj(w);
+  jsonw_key(w, "results");
+  jsonw_arr(w);
+  for (size_t i = 0; i < q.njobs && !jsonw_error(w); i++) {
     const rq_job *j = &q.jobs[i];
-    ok = (!i || out_raw(&ans, ",")) && out_raw(&ans, "{\"stacks\":[");
-    for (uint32_t si = 0; si < j->nstacks && ok; si++) {
+    jsonw_obj(w);
+    jsonw_key(w, "stacks");
+    jsonw_arr(w);
+    for (uint32_t si = 0; si < j->nstacks && !jsonw_error(w); si++) {
       const rq_stack *sk = &q.stacks[j->stack_first + si];
-      ok = (!si || out_raw(&ans, ",")) && out_raw(&ans, "[");
-      for (uint32_t k = 0; k < sk->count && ok; k++) {
-        frame_status fs;
-        json_t *fo = v5_frame(&q, k, &q.v5_frames[sk->first + k], j, mods, &fs);
-        counts[fs]++;
-        ok = out_item(&ans, k == 0, fo);
-      }
-      ok = ok && out_raw(&ans, "]");
+      jsonw_arr(w);
+      for (uint32_t k = 0; k < sk->count; k++)
+        counts[v5_frame(w, &q, k, &q.v5_frames[sk->first + k], j, mods)]++;
+      jsonw_arr_end(w);
     }
-    json_t *found = json_object();
-    for (uint32_t mi = 0; mi < j->nmods; mi++) {
-      const req_module *m = &mods[j->mod_first + mi];
-      const rq_module *g = m->g;
-      const req_module *r = &mods[m->same];
-      /* the key is the entry as given, however long; null: no frame named
-       * it; false: looked for and not found, or its name or id is invalid
-       * (as Eliot answers a module it cannot find) */
-      json_object_setn_new(found, rq_given(&q, g), g->given_len,
-                           m->skip ? json_null()
-                                   : json_boolean(!g->invalid && r->h.status == MOD_FOUND));
-      if (!m->skip && !g->invalid && m->same == (size_t)(m - mods))
-        mt_module(m->h.status);
-    }
-    if (ok && out_raw(&ans, "],\"found_modules\":"))
-      ok = out_json(&ans, found) && out_raw(&ans, "}");
-    else
-      ok = (json_decref(found), false);
+    jsonw_arr_end(w);
+    jsonw_key(w, "found_modules");
+    v5_found_modules(&an, &q, j, mods, &keys);
+    jsonw_obj_end(w);
   }
-  ok = ok && out_raw(&ans, "]}");
-  (void)ok;
+  jsonw_arr_end(w);
+  jsonw_obj_end(w);
   for (int s = 0; s < FS__COUNT; s++)
     if (counts[s])
       mt_frames((frame_status)s, counts[s]);
   release_modules(a, mods, nm);
-  out_finish(a, &ans, out);
+  answer_finish(a, &an, out);
   if (out->status == 200) {
     out->frames = (long)nf;
     out->modules = (long)nm;
   }
 done:
-  rm_buf_free(&ans);
+  jsonw_free(&an.w);
+  rm_buf_free(&an.b);
+  rm_buf_free(&keys);
   rm_buf_free(&store);
   rq_free(&q);
 }
@@ -828,33 +990,56 @@ static void module_info(api *a, const char *path, const char *query_format, api_
   bool known = engine_peek(a->eng, &m, &h);
   if (!known)
     snprintf(h.error, sizeof h.error, "not in the cache and not being fetched");
-  json_t *o = json_object();
   char id[48];
   module_debug_id(m.guid, m.age, id);
-  json_object_set_new(o, "debug_file", render_string(m.debug_file)); /* from the URL: any bytes */
-  json_object_set_new(o, "debug_id", json_string(id));
-  json_object_set_new(o, "status", json_string(known ? mod_status_name(h.status) : "unknown"));
-  json_object_set_new(o, "cached", json_boolean(h.from_cache));
+  jsonw w;
+  jsonw_init(&w, 1024, 0);
+  jsonw_obj(&w);
+  jsonw_key(&w, "debug_file");
+  jsonw_str(&w, m.debug_file); /* from the URL: any bytes */
+  jsonw_key(&w, "debug_id");
+  jsonw_str(&w, id);
+  jsonw_key(&w, "status");
+  jsonw_str(&w, known ? mod_status_name(h.status) : "unknown");
+  jsonw_key(&w, "cached");
+  jsonw_bool(&w, h.from_cache);
   const char *fmt = format_name(h.format ? h.format : m.format);
-  json_object_set_new(o, "format", fmt ? json_string(fmt) : json_null());
-  if (h.source[0])
-    json_object_set_new(o, "source", render_string(h.source));
-  if ((!known || h.status != MOD_FOUND) && h.error[0])
-    json_object_set_new(o, "error", render_string(h.error));
+  jsonw_key(&w, "format");
+  if (fmt)
+    jsonw_str(&w, fmt);
+  else
+    jsonw_null(&w);
+  if (h.source[0]) {
+    jsonw_key(&w, "source");
+    jsonw_str(&w, h.source);
+  }
+  if ((!known || h.status != MOD_FOUND) && h.error[0]) {
+    jsonw_key(&w, "error");
+    jsonw_str(&w, h.error);
+  }
   if (h.status == MOD_FOUND && h.st) {
     const symtab *st = h.st;
-    json_t *c = json_object();
-    json_object_set_new(c, "functions", json_integer((json_int_t)st->nfuncs));
-    json_object_set_new(c, "lines", json_integer((json_int_t)st->nlines));
-    json_object_set_new(c, "inline_sites", json_integer((json_int_t)st->ninlines));
-    json_object_set_new(c, "publics", json_integer((json_int_t)st->npublics));
-    json_object_set_new(c, "methods", json_integer((json_int_t)st->nmethods));
-    json_object_set_new(c, "sequence_points", json_integer((json_int_t)st->nseqpts));
-    json_object_set_new(o, "counts", c);
-    json_object_set_new(o, "memory_bytes", json_integer((json_int_t)st_memory_size(st)));
+    jsonw_key(&w, "counts");
+    jsonw_obj(&w);
+    jsonw_key(&w, "functions");
+    jsonw_uint(&w, st->nfuncs);
+    jsonw_key(&w, "lines");
+    jsonw_uint(&w, st->nlines);
+    jsonw_key(&w, "inline_sites");
+    jsonw_uint(&w, st->ninlines);
+    jsonw_key(&w, "publics");
+    jsonw_uint(&w, st->npublics);
+    jsonw_key(&w, "methods");
+    jsonw_uint(&w, st->nmethods);
+    jsonw_key(&w, "sequence_points");
+    jsonw_uint(&w, st->nseqpts);
+    jsonw_obj_end(&w);
+    jsonw_key(&w, "memory_bytes");
+    jsonw_uint(&w, st_memory_size(st));
   }
+  jsonw_obj_end(&w);
   engine_release(a->eng, &h);
-  set_json(out, known ? 200 : 404, o);
+  set_body(out, known ? 200 : 404, &w);
 }
 
 /* ---- the rest ---------------------------------------------------------------- */
@@ -880,19 +1065,26 @@ static void handle(api *a, api_route_id route, const char *path, const char *que
     module_info(a, path, query_format, out);
     return;
   case RT_HEALTH: {
-    json_t *o = json_object();
-    json_object_set_new(o, "status", json_string("ok"));
-    set_json(out, 200, o);
+    static const char ok_body[] = "{\"status\":\"ok\"}";
+    set_static(out, 200, ok_body, sizeof ok_body - 1);
+    if (!out->body)
+      set_static(out, 500, oom_body, sizeof oom_body - 1);
     return;
   }
   case RT_READY: {
     const char *why = "the cache database is not open";
-    json_t *o = json_object();
     bool ok = !a->draining && engine_ready(a->eng);
-    json_object_set_new(o, "status", json_string(ok ? "ready" : "not ready"));
-    if (!ok)
-      json_object_set_new(o, "error", json_string(a->draining ? "shutting down" : why));
-    set_json(out, ok ? 200 : 503, o);
+    jsonw w;
+    jsonw_init(&w, 128, 0);
+    jsonw_obj(&w);
+    jsonw_key(&w, "status");
+    jsonw_str(&w, ok ? "ready" : "not ready");
+    if (!ok) {
+      jsonw_key(&w, "error");
+      jsonw_str(&w, a->draining ? "shutting down" : why);
+    }
+    jsonw_obj_end(&w);
+    set_body(out, ok ? 200 : 503, &w);
     if (!ok)
       out->retry_after = (unsigned)a->cfg->retry_after;
     return;

@@ -72,7 +72,7 @@ typedef struct {
 
 typedef struct {
   unsigned status;
-  char *body;               /* malloc'd; the caller frees */
+  char *body;               /* malloc'd; the caller owns it (http.c hands it to libmicrohttpd as it is) */
   size_t len;
   size_t charged;           /* bytes of the request memory budget the body holds:
                              * the caller gives them back (rm_release) with it */

@@ -1,81 +1,21 @@
 /*
- * render.c - answers as the contract's JSON, with jansson (see render.h and
- * internal/render_json.h).
+ * render.c - answers as the contract's JSON, written with jsonw.h (see
+ * render.h).  jansson is not used here but for its version.
  */
-#include "render_json.h"
+#include "render.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "clrnames.h"
 #include "module.h"
 
-/* A JSON string from bytes that may not be valid UTF-8 (names and paths come
- * from untrusted files): invalid sequences become U+FFFD instead of the field
- * silently disappearing (json_string returns NULL on bad UTF-8). */
-json_t *render_string(const char *s) {
-  if (!s)
-    s = "";
-  json_t *j = json_string(s);
-  if (j)
-    return j;
-  size_t n = strlen(s);
-  char *out = malloc(n * 3 + 1);
-  if (!out)
-    return json_string("");
-  size_t o = 0;
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p) {
-    int len = 0;
-    if (*p < 0x80)
-      len = 1;
-    else if ((*p & 0xe0) == 0xc0 && *p >= 0xc2)
-      len = 2;
-    else if ((*p & 0xf0) == 0xe0)
-      len = 3;
-    else if ((*p & 0xf8) == 0xf0 && *p <= 0xf4)
-      len = 4;
-    bool ok = len > 0;
-    for (int k = 1; ok && k < len; k++)
-      ok = (p[k] & 0xc0) == 0x80;
-    if (ok && len > 1) {
-      /* reject overlong, surrogate and out-of-range forms the same way jansson does */
-      json_t *probe = json_stringn((const char *)p, (size_t)len);
-      ok = probe != NULL;
-      json_decref(probe);
-    }
-    if (ok) {
-      memcpy(out + o, p, (size_t)len);
-      o += (size_t)len;
-      p += len;
-    } else {
-      memcpy(out + o, "\xef\xbf\xbd", 3);
-      o += 3;
-      p++;
-    }
-  }
-  out[o] = '\0';
-  j = json_string(out);
-  free(out);
-  return j ? j : json_string("");
-}
-
 const char *render_jansson_version(void) { return JANSSON_VERSION; }
 
-json_t *render_hex(uint64_t v, int width) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%0*" PRIx64, width, v);
-  return json_string(buf);
-}
-
-/* The object as one line of compact JSON (malloc'd), and the object freed. */
-static char *dump(json_t *o) {
-  char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-  json_decref(o);
-  return s;
-}
+/* ---- Source Link ----------------------------------------------------------- */
 
 void render_module_init(render_module *rm, const symtab *st) { rm->st = st; }
 
@@ -84,7 +24,7 @@ void render_module_free(render_module *rm) { rm->st = NULL; }
 /* The map is the symtab's (parsed once per module, sourcelink.h): Portable
  * PDBs' Source Link, Windows PDBs' sourcelink streams and srcsrv alike. */
 bool render_source_link(const render_module *rm, const char *path, char *out, size_t cap) {
-  return rm->st && path && st_source_link(rm->st, path, out, cap);
+  return rm && rm->st && path && st_source_link(rm->st, path, out, cap);
 }
 
 static const char *generated_name(uint32_t g) {
@@ -96,172 +36,308 @@ static const char *generated_name(uint32_t g) {
   }
 }
 
+/* ---- frames ------------------------------------------------------------------ */
+
 /* The "symbols" array for an answer (innermost first). */
-static json_t *render_symbols(const render_module *rm, const st_answer *a) {
-  json_t *arr = json_array();
+static void render_symbols(jsonw *w, const render_module *rm, const st_answer *a) {
+  jsonw_arr(w);
   for (int i = 0; i < a->nsyms; i++) {
     const st_symbol *s = &a->syms[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "function", render_string(s->function));
-    if (s->mangled && s->mangled[0])
-      json_object_set_new(o, "mangled", render_string(s->mangled));
+    jsonw_obj(w);
+    jsonw_key(w, "function");
+    jsonw_str(w, s->function);
+    if (s->mangled && s->mangled[0]) {
+      jsonw_key(w, "mangled");
+      jsonw_str(w, s->mangled);
+    }
     if (s->has_line) {
       if (s->file && s->file[0]) {
-        json_object_set_new(o, "file", render_string(s->file));
+        jsonw_key(w, "file");
+        jsonw_str(w, s->file);
         char url[2048];
-        if (render_source_link(rm, s->file, url, sizeof url))
-          json_object_set_new(o, "source_link", render_string(url));
+        if (render_source_link(rm, s->file, url, sizeof url)) {
+          jsonw_key(w, "source_link");
+          jsonw_str(w, url);
+        }
       }
-      json_object_set_new(o, "line", json_integer(s->line));
+      jsonw_key(w, "line");
+      jsonw_uint(w, s->line);
       if (s->has_column) {
-        json_object_set_new(o, "column", json_integer(s->column));
-        json_object_set_new(o, "end_line", json_integer(s->end_line));
-        json_object_set_new(o, "end_column", json_integer(s->end_column));
+        jsonw_key(w, "column");
+        jsonw_uint(w, s->column);
+        jsonw_key(w, "end_line");
+        jsonw_uint(w, s->end_line);
+        jsonw_key(w, "end_column");
+        jsonw_uint(w, s->end_column);
       }
     }
-    if (s->inlined)
-      json_object_set_new(o, "inlined", json_true());
-    if (s->hidden)
-      json_object_set_new(o, "hidden", json_true());
-    if (s->has_offset)
-      json_object_set_new(o, "function_offset", render_hex(s->function_offset, 0));
-    if (s->async_method)
-      json_object_set_new(o, "async_method", render_string(s->async_method));
+    if (s->inlined) {
+      jsonw_key(w, "inlined");
+      jsonw_bool(w, true);
+    }
+    if (s->hidden) {
+      jsonw_key(w, "hidden");
+      jsonw_bool(w, true);
+    }
+    if (s->has_offset) {
+      jsonw_key(w, "function_offset");
+      jsonw_hex(w, s->function_offset, 0);
+    }
+    if (s->async_method) {
+      jsonw_key(w, "async_method");
+      jsonw_str(w, s->async_method);
+    }
     const char *gen = generated_name(s->generated);
     if (s->user_method && gen) {
-      json_object_set_new(o, "user_method", render_string(s->user_method));
-      json_object_set_new(o, "generated", json_string(gen));
-      if (s->local_function)
-        json_object_set_new(o, "local_function", render_string(s->local_function));
+      jsonw_key(w, "user_method");
+      jsonw_str(w, s->user_method);
+      jsonw_key(w, "generated");
+      jsonw_str(w, gen);
+      if (s->local_function) {
+        jsonw_key(w, "local_function");
+        jsonw_str(w, s->local_function);
+      }
     }
-    json_array_append_new(arr, o);
+    jsonw_obj_end(w);
   }
-  return arr;
+  jsonw_arr_end(w);
 }
 
-json_t *render_frame_obj(const render_module *rm, const render_frame *f) {
-  json_t *o = json_object();
-  json_object_set_new(o, "status", json_string(f->status));
-  if (f->module >= 0)
-    json_object_set_new(o, "module", json_integer(f->module));
-  if (f->has_address && f->managed) {
-    json_object_set_new(o, "token", render_hex(f->rva_or_token, 8));
-    json_object_set_new(o, "il_offset", json_integer((json_int_t)f->il_offset));
-  } else if (f->has_address) {
-    json_object_set_new(o, "rva", render_hex(f->rva_or_token, 0));
+void render_frame_w(jsonw *w, const render_module *rm, const render_frame *f) {
+  jsonw_obj(w);
+  jsonw_key(w, "status");
+  jsonw_str(w, f->status);
+  if (f->module >= 0) {
+    jsonw_key(w, "module");
+    jsonw_int(w, f->module);
   }
-  if (f->has_instruction_addr)
-    json_object_set_new(o, "instruction_addr", render_hex(f->instruction_addr, 0));
-  if (f->adjusted)
-    json_object_set_new(o, "adjust_instruction_addr", json_true());
-  if (f->answer)
-    json_object_set_new(o, "symbols", render_symbols(rm, f->answer));
-  if (f->error)
-    json_object_set_new(o, "error", json_string(f->error));
-  if (f->retry_after >= 0)
-    json_object_set_new(o, "retry_after", json_integer(f->retry_after));
-  if (f->input)
-    json_object_set_new(o, "address", json_string(f->input));
-  return o;
+  if (f->has_address && f->managed) {
+    jsonw_key(w, "token");
+    jsonw_hex(w, f->rva_or_token, 8);
+    jsonw_key(w, "il_offset");
+    jsonw_uint(w, f->il_offset);
+  } else if (f->has_address) {
+    jsonw_key(w, "rva");
+    jsonw_hex(w, f->rva_or_token, 0);
+  }
+  if (f->has_instruction_addr) {
+    jsonw_key(w, "instruction_addr");
+    jsonw_hex(w, f->instruction_addr, 0);
+  }
+  if (f->adjusted) {
+    jsonw_key(w, "adjust_instruction_addr");
+    jsonw_bool(w, true);
+  }
+  if (f->answer) {
+    jsonw_key(w, "symbols");
+    render_symbols(w, rm, f->answer);
+  }
+  if (f->error) {
+    jsonw_key(w, "error");
+    jsonw_str(w, f->error);
+  }
+  if (f->retry_after >= 0) {
+    jsonw_key(w, "retry_after");
+    jsonw_int(w, f->retry_after);
+  }
+  if (f->input) {
+    jsonw_key(w, "address");
+    jsonw_str(w, f->input);
+  }
+  jsonw_obj_end(w);
 }
+
+/* One line of text from a writer that rendered it, or NULL. */
+static char *line_of(jsonw *w) { return jsonw_take(w, NULL); }
 
 char *render_frame_json(const render_module *rm, const render_frame *f) {
-  return dump(render_frame_obj(rm, f));
+  jsonw w;
+  jsonw_init(&w, 512, 0);
+  render_frame_w(&w, rm, f);
+  return line_of(&w);
 }
 
-json_t *render_answer_obj(const render_module *rm, const st_answer *a, int module,
-                          bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
-  char msg[96];
+/* "PREFIX0x1a2b" (width > 0: zero-padded) into out, which holds 64 bytes. */
+static void hex_msg(char out[64], const char *prefix, uint32_t v, int width) {
+  static const char digits[] = "0123456789abcdef";
+  size_t o = strlen(prefix);
+  memcpy(out, prefix, o);
+  out[o++] = '0';
+  out[o++] = 'x';
+  char tmp[8];
+  int n = 0;
+  do {
+    tmp[n++] = digits[v & 15];
+    v >>= 4;
+  } while (v);
+  for (int k = n; k < width; k++)
+    out[o++] = '0';
+  while (n)
+    out[o++] = tmp[--n];
+  out[o] = '\0';
+}
+
+void render_answer_w(jsonw *w, const render_module *rm, const st_answer *a, int module,
+                     bool is_managed, uint32_t rva_or_token, uint32_t il_offset) {
+  char msg[64];
   render_frame f = {"ok", module, true, is_managed, rva_or_token, il_offset, a, NULL, -1, NULL,
                     false, 0, false};
   if (a->status != ST_OK) {
-    if (is_managed)
-      snprintf(msg, sizeof msg, "no method 0x%08x in this module", rva_or_token);
-    else
-      snprintf(msg, sizeof msg, "no function covers rva 0x%x", rva_or_token);
+    if (is_managed) {
+      hex_msg(msg, "no method ", rva_or_token, 8);
+      strcat(msg, " in this module");
+    } else {
+      hex_msg(msg, "no function covers rva ", rva_or_token, 0);
+    }
     f.status = "unknown_address";
     f.answer = NULL;
     f.error = msg;
   }
-  return render_frame_obj(rm, &f);
+  render_frame_w(w, rm, &f);
 }
 
 char *render_answer_json(const render_module *rm, const st_answer *a, int module, bool is_managed,
                          uint32_t rva_or_token, uint32_t il_offset) {
-  return dump(render_answer_obj(rm, a, module, is_managed, rva_or_token, il_offset));
+  jsonw w;
+  jsonw_init(&w, 512, 0);
+  render_answer_w(&w, rm, a, module, is_managed, rva_or_token, il_offset);
+  return line_of(&w);
 }
 
-static json_t *symtab_obj(const symtab *st, const char *file);
-
-char *render_symtab_json(const symtab *st, const char *file) { return dump(symtab_obj(st, file)); }
-
-char *render_pe_json(const pe_info *pe, const char *file, const char *code_file,
-                     const symtab *embedded) {
-  json_t *o = json_object();
-  json_object_set_new(o, "file", render_string(file));
-  json_object_set_new(o, "format", json_string("pe"));
-  json_object_set_new(o, "machine", render_hex(pe->machine, 0));
-  json_object_set_new(o, "managed", json_boolean(pe->is_dotnet));
-  char code_id[24];
-  snprintf(code_id, sizeof code_id, "%08X%x", pe->timestamp, pe->size_of_image);
-  json_object_set_new(o, "code_file", render_string(code_file));
-  json_object_set_new(o, "code_id", json_string(code_id));
-  json_t *cvs = json_array();
-  for (int i = 0; i < pe->ncodeview && i < PE_MAX_CODEVIEW; i++) {
-    const pe_codeview *cv = &pe->codeview[i];
-    json_t *e = json_object();
-    char name[MODULE_NAME_MAX + 1], id[48], hex[33], bp[48];
-    const char *why;
-    if (module_parse_file_name(cv->path, name, sizeof name, &why))
-      json_object_set_new(e, "debug_file", render_string(name));
-    else
-      json_object_set_new(e, "debug_file", json_null());
-    module_debug_id(cv->guid, cv->age, id);
-    module_guid_hex(cv->guid, hex);
-    snprintf(bp, sizeof bp, "%s%X", hex, cv->age);
-    if (cv->portable)
-      id[36] = '\0'; /* a Portable PDB is named by its GUID alone (its age is ignored) */
-    json_object_set_new(e, "debug_id", json_string(id));
-    json_object_set_new(e, "breakpad_id", cv->portable ? json_null() : json_string(bp));
-    json_object_set_new(e, "format", json_string(cv->portable ? "portable" : "windows"));
-    json_object_set_new(e, "pdb_path", render_string(cv->path));
-    if (i == 0) {
-      const char *keys[] = {"debug_file", "debug_id", "breakpad_id"};
-      for (size_t k = 0; k < 3; k++)
-        json_object_set(o, keys[k], json_object_get(e, keys[k]));
-    }
-    json_array_append_new(cvs, e);
-  }
-  json_object_set_new(o, "codeview", cvs);
-  json_object_set_new(o, "embedded_pdb", embedded ? symtab_obj(embedded, file) : json_false());
-  return dump(o);
-}
-
-static json_t *symtab_obj(const symtab *st, const char *file) {
+void render_symtab_w(jsonw *w, const symtab *st, const char *file) {
   char id[48];
   uint32_t age = st->ident.format == ST_FORMAT_PORTABLE ? 0 : st->ident.age;
   module_debug_id(st->ident.guid, age, id);
-  json_t *o = json_object();
-  json_object_set_new(o, "file", json_string(file));
-  json_object_set_new(o, "format", json_string(st->ident.format == ST_FORMAT_PORTABLE ? "portable"
-                                               : st->ident.format == ST_FORMAT_WINDOWS ? "windows"
-                                                                                        : "unknown"));
-  json_object_set_new(o, "debug_id", json_string(id));
+  jsonw_obj(w);
+  jsonw_key(w, "file");
+  jsonw_str(w, file);
+  jsonw_key(w, "format");
+  jsonw_str(w, st->ident.format == ST_FORMAT_PORTABLE  ? "portable"
+               : st->ident.format == ST_FORMAT_WINDOWS ? "windows"
+                                                       : "unknown");
+  jsonw_key(w, "debug_id");
+  jsonw_str(w, id);
   if (st->ident.format == ST_FORMAT_WINDOWS) {
-    json_object_set_new(o, "pdb_age", json_integer(st->ident.pdb_age));
-    json_object_set_new(o, "machine", render_hex(st->ident.machine, 0));
+    jsonw_key(w, "pdb_age");
+    jsonw_uint(w, st->ident.pdb_age);
+    jsonw_key(w, "machine");
+    jsonw_hex(w, st->ident.machine, 0);
   } else {
-    json_object_set_new(o, "stamp", render_hex(st->ident.stamp, 0));
+    jsonw_key(w, "stamp");
+    jsonw_hex(w, st->ident.stamp, 0);
   }
-  json_object_set_new(o, "managed", json_boolean(st->ident.managed));
-  json_object_set_new(o, "functions", json_integer((json_int_t)st->nfuncs));
-  json_object_set_new(o, "lines", json_integer((json_int_t)st->nlines));
-  json_object_set_new(o, "inline_sites", json_integer((json_int_t)st->ninlines));
-  json_object_set_new(o, "inline_ranges", json_integer((json_int_t)st->niranges));
-  json_object_set_new(o, "publics", json_integer((json_int_t)st->npublics));
-  json_object_set_new(o, "methods", json_integer((json_int_t)st->nmethods));
-  json_object_set_new(o, "sequence_points", json_integer((json_int_t)st->nseqpts));
-  json_object_set_new(o, "source_link", json_boolean(st->source_link != 0));
-  json_object_set_new(o, "memory_bytes", json_integer((json_int_t)st_memory_size(st)));
-  return o;
+  jsonw_key(w, "managed");
+  jsonw_bool(w, st->ident.managed);
+  jsonw_key(w, "functions");
+  jsonw_uint(w, st->nfuncs);
+  jsonw_key(w, "lines");
+  jsonw_uint(w, st->nlines);
+  jsonw_key(w, "inline_sites");
+  jsonw_uint(w, st->ninlines);
+  jsonw_key(w, "inline_ranges");
+  jsonw_uint(w, st->niranges);
+  jsonw_key(w, "publics");
+  jsonw_uint(w, st->npublics);
+  jsonw_key(w, "methods");
+  jsonw_uint(w, st->nmethods);
+  jsonw_key(w, "sequence_points");
+  jsonw_uint(w, st->nseqpts);
+  jsonw_key(w, "source_link");
+  jsonw_bool(w, st->source_link != 0);
+  jsonw_key(w, "memory_bytes");
+  jsonw_uint(w, st_memory_size(st));
+  jsonw_obj_end(w);
+}
+
+char *render_symtab_json(const symtab *st, const char *file) {
+  jsonw w;
+  jsonw_init(&w, 512, 0);
+  render_symtab_w(&w, st, file);
+  return line_of(&w);
+}
+
+/* One CodeView entry's identity fields, as the entry and the top level both
+ * carry them. */
+typedef struct {
+  bool has_name;
+  char name[MODULE_NAME_MAX + 1];
+  char id[48];
+  bool has_bp;
+  char bp[48];
+} pe_ident;
+
+static void pe_ident_of(const pe_codeview *cv, pe_ident *o) {
+  char hex[33];
+  const char *why;
+  o->has_name = module_parse_file_name(cv->path, o->name, sizeof o->name, &why);
+  module_debug_id(cv->guid, cv->age, o->id);
+  if (cv->portable)
+    o->id[36] = '\0'; /* a Portable PDB is named by its GUID alone (its age is ignored) */
+  module_guid_hex(cv->guid, hex);
+  o->has_bp = !cv->portable;
+  snprintf(o->bp, sizeof o->bp, "%s%X", hex, cv->age);
+}
+
+static void pe_ident_w(jsonw *w, const pe_ident *id) {
+  jsonw_key(w, "debug_file");
+  if (id->has_name)
+    jsonw_str(w, id->name);
+  else
+    jsonw_null(w);
+  jsonw_key(w, "debug_id");
+  jsonw_str(w, id->id);
+  jsonw_key(w, "breakpad_id");
+  if (id->has_bp)
+    jsonw_str(w, id->bp);
+  else
+    jsonw_null(w);
+}
+
+char *render_pe_json(const pe_info *pe, const char *file, const char *code_file,
+                     const symtab *embedded) {
+  jsonw w;
+  jsonw_init(&w, 1024, 0);
+  jsonw_obj(&w);
+  jsonw_key(&w, "file");
+  jsonw_str(&w, file);
+  jsonw_key(&w, "format");
+  jsonw_str(&w, "pe");
+  jsonw_key(&w, "machine");
+  jsonw_hex(&w, pe->machine, 0);
+  jsonw_key(&w, "managed");
+  jsonw_bool(&w, pe->is_dotnet);
+  char code_id[24];
+  snprintf(code_id, sizeof code_id, "%08X%x", pe->timestamp, pe->size_of_image);
+  jsonw_key(&w, "code_file");
+  jsonw_str(&w, code_file);
+  jsonw_key(&w, "code_id");
+  jsonw_str(&w, code_id);
+  int n = pe->ncodeview < PE_MAX_CODEVIEW ? pe->ncodeview : PE_MAX_CODEVIEW;
+  if (n > 0) { /* the first entry's identity at the top too */
+    pe_ident id;
+    pe_ident_of(&pe->codeview[0], &id);
+    pe_ident_w(&w, &id);
+  }
+  jsonw_key(&w, "codeview");
+  jsonw_arr(&w);
+  for (int i = 0; i < n; i++) {
+    const pe_codeview *cv = &pe->codeview[i];
+    pe_ident id;
+    pe_ident_of(cv, &id);
+    jsonw_obj(&w);
+    pe_ident_w(&w, &id);
+    jsonw_key(&w, "format");
+    jsonw_str(&w, cv->portable ? "portable" : "windows");
+    jsonw_key(&w, "pdb_path");
+    jsonw_str(&w, cv->path);
+    jsonw_obj_end(&w);
+  }
+  jsonw_arr_end(&w);
+  jsonw_key(&w, "embedded_pdb");
+  if (embedded)
+    render_symtab_w(&w, embedded, file);
+  else
+    jsonw_bool(&w, false);
+  jsonw_obj_end(&w);
+  return line_of(&w);
 }

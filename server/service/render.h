@@ -3,9 +3,16 @@
  * frame"): the one frame renderer, which the HTTP routes (api.c) and the CLI
  * (`pdbsym lookup`, `pdbsym dump`) both use.
  *
- * This header names no jansson type: its functions return JSON text.  The
- * service's own files build answers from the jansson objects of
- * internal/render_json.h instead (jansson is the service's library, see
+ * Frames are written into a JSON writer (jsonw.h): api.c writes a whole
+ * answer into one buffer that goes to libmicrohttpd as it is; the CLI takes
+ * one line at a time as text (the *_json functions).  The bytes are those
+ * jansson's json_dumps(JSON_COMPACT) printed for the objects this renderer
+ * built before (tests/unit/test_render_equiv.c compares the two), except
+ * that a string that is not valid UTF-8 is now always written with U+FFFD
+ * for the bad bytes: before, fields other than names and paths (a frame's
+ * "error", the CLI's "address", dump's "file") disappeared instead.
+ *
+ * This header names no jansson type (jansson is the service's library, see
  * docs/architecture.md).
  *
  * Ownership: the char * results are malloc'd, one line of compact JSON
@@ -18,10 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jsonw.h"
 #include "pe.h"
 #include "symtab.h"
-
-struct json_t;
 
 /* Per-module rendering state (the module's Source Link map is its symtab's,
  * sourcelink.h, parsed once when the module is loaded). */
@@ -55,17 +61,22 @@ typedef struct {
   bool adjusted;             /* "adjust_instruction_addr": true: looked up at the address - 1 */
 } render_frame;
 
+/* Writes the frame object as the next value of w. */
+void render_frame_w(jsonw *w, const render_module *rm, const render_frame *f);
 char *render_frame_json(const render_module *rm, const render_frame *f);
 
 /* A frame answered by a lookup in one module, as the CLI prints it: status
  * "ok" with the symbols, or "unknown_address" with an error naming the
  * address.  module < 0 omits the module field.  For a native frame pass
  * is_managed false and the rva; for managed the token and IL offset. */
+void render_answer_w(jsonw *w, const render_module *rm, const st_answer *a, int module,
+                     bool is_managed, uint32_t rva_or_token, uint32_t il_offset);
 char *render_answer_json(const render_module *rm, const st_answer *a, int module, bool is_managed,
                          uint32_t rva_or_token, uint32_t il_offset);
 
 /* What `pdbsym dump` prints of a table read from file: identity, format and
  * counts. */
+void render_symtab_w(jsonw *w, const symtab *st, const char *file);
 char *render_symtab_json(const symtab *st, const char *file);
 
 /* What `pdbsym dump` prints of a PE image: its identity as requests name
@@ -78,7 +89,7 @@ char *render_symtab_json(const symtab *st, const char *file);
 char *render_pe_json(const pe_info *pe, const char *file, const char *code_file,
                      const symtab *embedded);
 
-/* The jansson version the JSON is written with, e.g. "2.14" (static). */
+/* The jansson version the service parses JSON with, e.g. "2.14" (static). */
 const char *render_jansson_version(void);
 
 #endif

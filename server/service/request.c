@@ -205,11 +205,14 @@ typedef struct {
   char why[200];   /* "invalid debug_id: the age is longer than 8 hex digits" */
 } mod_problem;
 
-static void module_invalid(mod_problem *p, const char *field, const char *msg, const char *detail) {
+/* The field is modules[i] and sfx (".debug_id"), formatted only when the
+ * module fails, not for every module that parses. */
+static void module_invalid(mod_problem *p, size_t i, const char *sfx, const char *msg,
+                           const char *detail) {
   if (p->invalid)
     return; /* the first problem found is the one reported */
   p->invalid = true;
-  snprintf(p->field, sizeof p->field, "%s", field);
+  snprintf(p->field, sizeof p->field, "modules[%zu]%s", i, sfx);
   snprintf(p->why, sizeof p->why, "%s%s", msg, detail ? detail : "");
 }
 
@@ -217,19 +220,18 @@ static void module_invalid(mod_problem *p, const char *field, const char *msg, c
  * makes the module invalid, with its texts kept in r's names; false only
  * when the budget cannot take those. */
 static bool parse_module(rq_request *r, const json_t *m, size_t i, rq_module *out) {
-  char f[64];
+  const char *f; /* the field at fault after "modules[i]" */
   const char *why = NULL;
   mod_problem p;
   p.invalid = false;
   memset(out, 0, sizeof *out);
   out->field_off = out->why_off = out->gfile_off = out->gid_off = RQ_NO_TEXT;
   if (!json_is_object(m)) {
-    snprintf(f, sizeof f, "modules[%zu]", i);
-    module_invalid(&p, f, "a module must be an object", NULL);
+    module_invalid(&p, i, "", "a module must be an object", NULL);
     goto texts;
   }
   const json_t *fm = json_object_get(m, "format");
-  snprintf(f, sizeof f, "modules[%zu].format", i);
+  f = ".format";
   if (fm && !json_is_null(fm)) {
     const char *s = json_is_string(fm) ? json_string_value(fm) : "";
     if (!strcmp(s, "windows"))
@@ -237,26 +239,26 @@ static bool parse_module(rq_request *r, const json_t *m, size_t i, rq_module *ou
     else if (!strcmp(s, "portable"))
       out->id.format = ST_FORMAT_PORTABLE;
     else
-      module_invalid(&p, f, "format must be \"windows\" or \"portable\"", NULL);
+      module_invalid(&p, i, f, "format must be \"windows\" or \"portable\"", NULL);
   }
   const json_t *df = json_object_get(m, "debug_file");
-  snprintf(f, sizeof f, "modules[%zu].debug_file", i);
+  f = ".debug_file";
   if (!df)
-    module_invalid(&p, f, "debug_file is required", NULL);
+    module_invalid(&p, i, f, "debug_file is required", NULL);
   else if (!json_is_string(df))
-    module_invalid(&p, f, "debug_file must be a string", NULL);
+    module_invalid(&p, i, f, "debug_file must be a string", NULL);
   else if (!parse_name(df, out->id.debug_file, &why))
-    module_invalid(&p, f, "invalid debug_file: ", rq_reason(why));
+    module_invalid(&p, i, f, "invalid debug_file: ", rq_reason(why));
   const json_t *di = json_object_get(m, "debug_id");
-  snprintf(f, sizeof f, "modules[%zu].debug_id", i);
+  f = ".debug_id";
   if (!di)
-    module_invalid(&p, f, "debug_id is required", NULL);
+    module_invalid(&p, i, f, "debug_id is required", NULL);
   else if (!json_is_string(di))
-    module_invalid(&p, f, "debug_id must be a string", NULL);
+    module_invalid(&p, i, f, "debug_id must be a string", NULL);
   else if (!given_string(di))
-    module_invalid(&p, f, "invalid debug_id: contains a NUL byte", NULL);
+    module_invalid(&p, i, f, "invalid debug_id: contains a NUL byte", NULL);
   else if (!p.invalid && !module_set_debug_id(&out->id, json_string_value(di), &why))
-    module_invalid(&p, f, "invalid debug_id: ", rq_reason(why));
+    module_invalid(&p, i, f, "invalid debug_id: ", rq_reason(why));
   else if (!p.invalid) {
     uint8_t g[16];
     uint32_t age;
@@ -265,21 +267,21 @@ static bool parse_module(rq_request *r, const json_t *m, size_t i, rq_module *ou
     out->no_age = !has_age;
   }
   const json_t *cf = json_object_get(m, "code_file");
-  snprintf(f, sizeof f, "modules[%zu].code_file", i);
+  f = ".code_file";
   if (cf && !json_is_null(cf)) {
     if (!json_is_string(cf))
-      module_invalid(&p, f, "code_file must be a string", NULL);
+      module_invalid(&p, i, f, "code_file must be a string", NULL);
     else if (!parse_name(cf, out->id.code_file, &why))
-      module_invalid(&p, f, "invalid code_file: ", rq_reason(why));
+      module_invalid(&p, i, f, "invalid code_file: ", rq_reason(why));
   }
   const json_t *ci = json_object_get(m, "code_id");
-  snprintf(f, sizeof f, "modules[%zu].code_id", i);
+  f = ".code_id";
   if (ci && !json_is_null(ci)) {
     if (!given_string(ci))
-      module_invalid(&p, f, "code_id must be a string", NULL);
+      module_invalid(&p, i, f, "code_id must be a string", NULL);
     else if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp,
                                    &out->id.code_size, &why))
-      module_invalid(&p, f, "invalid code_id: ", rq_reason(why));
+      module_invalid(&p, i, f, "invalid code_id: ", rq_reason(why));
     else {
       out->id.has_code_id = true;
       /* the casing the request spells: stores are probed in it too */
@@ -289,27 +291,27 @@ static bool parse_module(rq_request *r, const json_t *m, size_t i, rq_module *ou
   const json_t *ia = json_object_get(m, "image_addr");
   const json_t *is = json_object_get(m, "image_size");
   uint64_t v = 0;
-  snprintf(f, sizeof f, "modules[%zu].image_addr", i);
+  f = ".image_addr";
   if (ia && !json_is_null(ia)) {
     num_result nr = get_number(ia, UINT64_MAX, &v);
     if (nr == NUM_BAD)
-      module_invalid(&p, f, "image_addr must be an integer or a 0x hex string", NULL);
+      module_invalid(&p, i, f, "image_addr must be an integer or a 0x hex string", NULL);
     else if (nr == NUM_RANGE)
-      module_invalid(&p, f, "image_addr is negative or wider than 64 bits", NULL);
+      module_invalid(&p, i, f, "image_addr is negative or wider than 64 bits", NULL);
     else
       out->has_image = true, out->image_addr = v;
   }
-  snprintf(f, sizeof f, "modules[%zu].image_size", i);
+  f = ".image_size";
   if (is && !json_is_null(is)) {
     num_result nr = get_number(is, UINT64_MAX, &v);
     if (nr == NUM_BAD)
-      module_invalid(&p, f, "image_size must be an integer or a 0x hex string", NULL);
+      module_invalid(&p, i, f, "image_size must be an integer or a 0x hex string", NULL);
     else if (nr == NUM_RANGE || v == 0)
-      module_invalid(&p, f, "image_size must be from 1 to 2^64 - 1", NULL);
+      module_invalid(&p, i, f, "image_size must be from 1 to 2^64 - 1", NULL);
     else if (!(ia && !json_is_null(ia)))
-      module_invalid(&p, f, "image_size without image_addr", NULL);
+      module_invalid(&p, i, f, "image_size without image_addr", NULL);
     else if (out->has_image && v > UINT64_MAX - out->image_addr)
-      module_invalid(&p, f, "image_addr + image_size is past 2^64", NULL);
+      module_invalid(&p, i, f, "image_addr + image_size is past 2^64", NULL);
     else
       out->image_size = v;
   }
@@ -332,22 +334,26 @@ static void frame_invalid(rq_frame *fr, uint16_t why) {
   fr->why = why;
 }
 
-static bool parse_frame(const json_t *fr, size_t i, rq_frame *out, rq_error *err) {
+/* fail() for frames[i] and the field sfx (".rva"); the name is formatted
+ * only when a frame fails, not for every frame that parses. */
+static bool frame_fail(rq_error *e, size_t i, const char *sfx, const char *msg) {
   char f[96];
+  snprintf(f, sizeof f, "frames[%zu]%s", i, sfx);
+  return fail(e, f, msg, NULL);
+}
+
+static bool parse_frame(const json_t *fr, size_t i, rq_frame *out, rq_error *err) {
   memset(out, 0, sizeof *out);
   out->adjust = -1;
-  if (!json_is_object(fr)) {
-    snprintf(f, sizeof f, "frames[%zu]", i);
-    return fail(err, f, "a frame must be an object", NULL);
-  }
+  if (!json_is_object(fr))
+    return frame_fail(err, i, "", "a frame must be an object");
   uint64_t v = 0;
   const json_t *mo = json_object_get(fr, "module");
-  snprintf(f, sizeof f, "frames[%zu].module", i);
   if (!mo)
-    return fail(err, f, "module is required", NULL);
+    return frame_fail(err, i, ".module", "module is required");
   num_result r = get_number(mo, UINT32_MAX, &v);
   if (r == NUM_BAD)
-    return fail(err, f, "module must be an integer or a 0x hex string", NULL);
+    return frame_fail(err, i, ".module", "module must be an integer or a 0x hex string");
   if (r == NUM_OK) {
     out->module = (uint32_t)v;
     out->flags |= RQ_F_INDEX_OK;
@@ -356,35 +362,30 @@ static bool parse_frame(const json_t *fr, size_t i, rq_frame *out, rq_error *err
   const json_t *ia = json_object_get(fr, "instruction_addr");
   const json_t *tok = json_object_get(fr, "token");
   int given = (rva != NULL) + (ia != NULL) + (tok != NULL);
-  snprintf(f, sizeof f, "frames[%zu]", i);
   if (given > 1)
-    return fail(err, f, "a frame has one of rva, instruction_addr (native) or token (managed)",
-                NULL);
+    return frame_fail(err, i, "",
+                      "a frame has one of rva, instruction_addr (native) or token (managed)");
   if (given == 0)
-    return fail(err, f,
-                "a frame needs rva or instruction_addr (native), or token and il_offset (managed)",
-                NULL);
+    return frame_fail(
+        err, i, "",
+        "a frame needs rva or instruction_addr (native), or token and il_offset (managed)");
   const json_t *adj = json_object_get(fr, "adjust_instruction_addr");
-  snprintf(f, sizeof f, "frames[%zu].adjust_instruction_addr", i);
   if (adj && !json_is_null(adj)) {
     if (!json_is_boolean(adj))
-      return fail(err, f, "adjust_instruction_addr must be true or false", NULL);
+      return frame_fail(err, i, ".adjust_instruction_addr",
+                        "adjust_instruction_addr must be true or false");
     out->adjust = json_is_true(adj) ? 1 : 0;
   }
   const json_t *stk = json_object_get(fr, "stack");
-  snprintf(f, sizeof f, "frames[%zu].stack", i);
   if (stk && !json_is_null(stk) && get_number(stk, UINT64_MAX, &out->stack) != NUM_OK)
-    return fail(err, f, "stack must be a non-negative integer", NULL);
+    return frame_fail(err, i, ".stack", "stack must be a non-negative integer");
   if (rva || ia) {
     out->kind = RQ_NATIVE;
-    const char *name = rva ? "rva" : "instruction_addr";
-    char msg[64];
-    snprintf(f, sizeof f, "frames[%zu].%s", i, name);
     r = get_number(rva ? rva : ia, UINT64_MAX, &v);
-    if (r == NUM_BAD) {
-      snprintf(msg, sizeof msg, "%s must be an integer or a 0x hex string", name);
-      return fail(err, f, msg, NULL);
-    }
+    if (r == NUM_BAD)
+      return rva ? frame_fail(err, i, ".rva", "rva must be an integer or a 0x hex string")
+                 : frame_fail(err, i, ".instruction_addr",
+                              "instruction_addr must be an integer or a 0x hex string");
     if (rva) {
       if (r == NUM_OK) {
         out->flags |= RQ_F_HAS_RVA;
@@ -405,20 +406,18 @@ static bool parse_frame(const json_t *fr, size_t i, rq_frame *out, rq_error *err
     return true;
   }
   out->kind = RQ_MANAGED;
-  snprintf(f, sizeof f, "frames[%zu].token", i);
   r = get_number(tok, UINT64_MAX, &v);
   if (r == NUM_BAD)
-    return fail(err, f, "token must be an integer or a 0x hex string", NULL);
+    return frame_fail(err, i, ".token", "token must be an integer or a 0x hex string");
   out->rva = r == NUM_OK ? v : 0;
   if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06)
     frame_invalid(out, WHY_TOKEN);
   const json_t *il = json_object_get(fr, "il_offset");
-  snprintf(f, sizeof f, "frames[%zu].il_offset", i);
   if (!il)
-    return fail(err, f, "a managed frame needs il_offset", NULL);
+    return frame_fail(err, i, ".il_offset", "a managed frame needs il_offset");
   r = get_number(il, UINT64_MAX, &v);
   if (r == NUM_BAD)
-    return fail(err, f, "il_offset must be an integer or a 0x hex string", NULL);
+    return frame_fail(err, i, ".il_offset", "il_offset must be an integer or a 0x hex string");
   out->aux = r == NUM_OK ? v : 0;
   if (!(out->flags & RQ_F_INVALID) && (r == NUM_RANGE || v > UINT32_MAX))
     frame_invalid(out, WHY_IL_RANGE);
@@ -899,16 +898,18 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
         json_t *e = jw_value(w);
         if (!e)
           break;
-        snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, si, k);
         const json_t *mi = json_array_get(e, 0), *off = json_array_get(e, 1);
         rq_v5_frame fr;
         memset(&fr, 0, sizeof fr);
+        const char *bad = NULL; /* the frame's name is formatted only when it fails */
         if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(mi) ||
-            !(json_is_integer(off) || json_is_string(off))) {
-          j->stack_err = !fail(&j->serr, f, "a frame must be [module_index, module_offset]", NULL);
-        } else if (!v5_offset(s, off, &fr)) {
-          j->stack_err =
-              !fail(&j->serr, f, "module_offset must be an integer or a 0x hex string", NULL);
+            !(json_is_integer(off) || json_is_string(off)))
+          bad = "a frame must be [module_index, module_offset]";
+        else if (!v5_offset(s, off, &fr))
+          bad = "module_offset must be an integer or a 0x hex string";
+        if (bad) {
+          snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, si, k);
+          j->stack_err = !fail(&j->serr, f, bad, NULL);
         } else if (!store || s->budget) {
           /* past v5_max_frames: not kept */
         } else if (!room(&s->r->v5_b, s->r->nv5_frames + 1, sizeof(rq_v5_frame))) {

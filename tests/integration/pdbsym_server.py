@@ -46,7 +46,7 @@ class Server:
     """`pdbsym serve` on 127.0.0.1:0; the bound port is read from its
     "listening" log line."""
 
-    def __init__(self, args=(), env=None, config=None):
+    def __init__(self, args=(), env=None, config=None, start_timeout=20):
         need_binary()
         self.tmp = tempfile.mkdtemp(prefix="pdbsym-http-")
         e = dict(os.environ)
@@ -69,7 +69,7 @@ class Server:
         self.log_file = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=self.log_file)
         self.port = None
-        deadline = time.time() + 20
+        deadline = time.time() + start_timeout
         while time.time() < deadline and self.port is None:
             for rec in self.logs():
                 if rec.get("msg") == "listening":

@@ -412,13 +412,17 @@ try:
     st, h, j = srv.json("POST", "/symbolicate", one)
     c.eq("damaged cache: the module is found and cached first", j["modules"][0]["status"], "found")
     srv.stop()
-    import sqlite3
-    db = sqlite3.connect(os.path.join(cache, "pdbsym.sqlite"))
-    n = db.execute("UPDATE arrays SET data = CAST(substr(data, 1, 100) || x'5a' || substr(data, 102) AS BLOB)"
-                   " WHERE length(data) > 200").rowcount
-    db.commit()
-    db.close()
-    c.true("damaged cache: arrays changed", n > 0, n)
+    # the module's table file (the cache's layout: a row in SQLite and a file
+    # in tables/, store_int.h): its first byte changed, so the load's header
+    # check finds it
+    tables = os.path.join(cache, "tables")
+    pst = [f for f in os.listdir(tables) if f.endswith(".pst")] if os.path.isdir(tables) else []
+    for f in pst:
+        with open(os.path.join(tables, f), "r+b") as t:
+            b = t.read(1)
+            t.seek(0)
+            t.write(bytes([b[0] ^ 0x5a]))
+    c.true("damaged cache: the table file changed", len(pst) == 1, pst)
     # the same cache folder, a new process: the module is read from SQLite
     again = Server(env=dict(env, PDBSYM_CACHE_DIR=cache))
     try:

@@ -57,7 +57,7 @@ GUARD_DIR = {"sqlite3.h": "sqlite", "curl/curl.h": "curl", "microhttpd.h": "mhd"
 # one public header per room, and the internal ones, for the probes
 PUBLIC = {"common": "module.h", "cache": "store.h", "fetch": "fetch.h", "engine": "engine.h",
           "service": "api.h", "cli": "cli.h"}
-INTERNAL = {"cache": "store_int.h", "service": "render_json.h"}
+INTERNAL = {"cache": "store_int.h"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
@@ -219,7 +219,7 @@ def main():
             ("server/engine/engine.c", "#include <jansson.h>", "<jansson.h>, which only cli and service"),
             ("server/service/render.h", "#include <jansson.h>", "a public header includes <jansson.h>"),
             ("server/service/http.c", '#include "store.h"', '"store.h" of server/cache/'),
-            ("server/cli/cmd_lookup.c", '#include "render_json.h"', '"render_json.h", internal'),
+            ("server/cli/cmd_lookup.c", '#include "store_int.h"', '"store_int.h", internal'),
             ("server/common/log.c", '#include "../cache/store.h"', "by path"),
             ("parsers/pdb.c", '#include "log.h"', "parsers/ is pure"),
         ]

@@ -3,7 +3,8 @@
 
 Ingests far more synthetic modules than the cap holds, through the real
 binary (`pdbsym cache _fill`, store_put underneath), and after each one checks
-that the database file stays under the cap and that the WAL stays within its
+that the database file and the modules' table files (dir/tables) together
+stay under the cap and that the WAL stays within its
 documented slack (the larger of 8 MiB and one module); at the end the newest
 modules are present, the oldest are gone, and `pdbsym cache verify` passes.
 """
@@ -37,11 +38,14 @@ def main():
                 print("fill %d failed: %s" % (i, r.stderr))
                 return 1
             keys.append(r.stdout.split()[1])
-            size = os.path.getsize(db)
+            tables = os.path.join(cache, "tables")
+            size = os.path.getsize(db) + sum(os.path.getsize(os.path.join(tables, f))
+                                             for f in (os.listdir(tables) if os.path.isdir(tables) else []))
             wal = os.path.getsize(db + "-wal") if os.path.exists(db + "-wal") else 0
             peak_db, peak_wal = max(peak_db, size), max(peak_wal, wal)
             if size > CAP:
-                print("after module %d the database is %d bytes, over the cap %d" % (i, size, CAP))
+                print("after module %d the database and table files are %d bytes, over the cap %d"
+                      % (i, size, CAP))
                 failures += 1
             if wal > WAL_SLACK:
                 print("after module %d the WAL is %d bytes" % (i, wal))

@@ -2,7 +2,7 @@
 # test_store_cli.sh - `pdbsym cache stats|list|evict|verify|clear` run as a
 # user would: the real binary, a temporary cache folder, PDBSYM_CACHE_DIR.
 # Modules come from the hidden `cache _fill` (synthetic tables through
-# store_put); a module is damaged with sqlite3 to see verify catch it.
+# store_put); a module's table file is damaged to see verify catch it.
 set -u
 bin=${PDBSYM_BIN:?set PDBSYM_BIN to the pdbsym binary}
 tmp=$(mktemp -d)
@@ -56,11 +56,20 @@ run "$bin" cache stats; has "$out" "^modules: 1$" "stats after evicts"
 
 # verify: clean, then a damaged module, then --fix
 run "$bin" cache verify; expect_rc 0 "verify (clean)"; has "$out" "checked 1 modules, 0 problems" "verify"
-python3 - "$PDBSYM_CACHE_DIR/pdbsym.sqlite" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-db.execute("UPDATE arrays SET data = CAST(substr(data, 1, 100) || x'00' || substr(data, 102) AS BLOB)"
-           " WHERE kind = 3 AND seq = 0")
+python3 - "$PDBSYM_CACHE_DIR" <<'PY'
+import os, sqlite3, struct, sys
+db = sqlite3.connect(os.path.join(sys.argv[1], "pdbsym.sqlite"))
+# one byte of the lines section of the module's table file (the header's
+# sections start at byte 368, 24 bytes each: offset, count, record size)
+name = db.execute("SELECT table_file FROM modules WHERE status = 0").fetchone()[0]
+path = os.path.join(sys.argv[1], "tables", name + ".pst")
+with open(path, "r+b") as f:
+    f.seek(368 + 2 * 24)
+    off = struct.unpack("<Q", f.read(8))[0]
+    f.seek(off + 100)
+    b = f.read(1)
+    f.seek(off + 100)
+    f.write(bytes([b[0] ^ 0x5A]))
 db.execute("INSERT INTO modules (key, status, error, fetched_at, last_used, expires_at)"
            " VALUES ('gone.pdb/ABC1', 1, 'not on any symbol server', 0, 0, 9999999999)")
 db.commit()

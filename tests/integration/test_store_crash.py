@@ -6,7 +6,8 @@ a few MB through store_put) and kills it with SIGKILL at a random moment, many
 times, on one cache folder; half of the runs under a small byte cap so that
 evictions are under way too.  After each kill: SQLite's own
 `PRAGMA integrity_check` says ok, and every module row is either absent or
-complete (each array's chunks run 0..n-1 and add up to count * record size).
+complete (its table file is there, with its header and the size the row
+says; files no row names may be left, and are swept at a later open).
 At the end `pdbsym cache verify` checks every module's checksum and
 `pdbsym cache _check` compares every lookup of each surviving module with a
 freshly generated copy.
@@ -39,23 +40,21 @@ def check_db(path):
             if tables:
                 problems.append("schema half made: %s" % tables)
             return problems, 0
-        sizes = dict(db.execute("SELECT kind, elem_size FROM array_kinds"))
-        cols = {1: "nstrs_bytes", 2: "nfuncs", 3: "nlines", 4: "ninlines", 5: "niranges",
-                6: "npublics", 7: "nmethods", 8: "nseqpts"}
-        mods = db.execute("SELECT id, key, " + ", ".join(cols[k] for k in range(1, 9))
-                          + " FROM modules WHERE status = 0").fetchall()
-        for row in mods:
-            mid, key, counts = row[0], row[1], row[2:]
-            for kind in range(1, 9):
-                chunks = db.execute("SELECT seq, length(data) FROM arrays"
-                                    " WHERE module = ? AND kind = ? ORDER BY seq",
-                                    (mid, kind)).fetchall()
-                seqs = [c[0] for c in chunks]
-                total = sum(c[1] for c in chunks)
-                want = counts[kind - 1] * sizes[kind]
-                if seqs != list(range(len(seqs))) or total != want:
-                    problems.append("%s: array %d has %d of %d bytes in chunks %s"
-                                    % (key, kind, total, want, seqs[:5]))
+        # every complete module names a table file that is there, whole:
+        # written and renamed into place before its row committed
+        mods = db.execute("SELECT key, layout, table_file, file_bytes FROM modules"
+                          " WHERE status = 0").fetchall()
+        for key, layout, name, size in mods:
+            if layout != 4:
+                problems.append("%s: layout %s" % (key, layout))
+                continue
+            p = os.path.join(os.path.dirname(path), "tables", name + ".pst")
+            if not os.path.exists(p) or os.path.getsize(p) != size:
+                problems.append("%s: table file %s missing or not %d bytes" % (key, name, size))
+                continue
+            with open(p, "rb") as f:
+                if f.read(8) != b"PDBSYMT\x01":
+                    problems.append("%s: table file %s has no header" % (key, name))
         orphans = db.execute("SELECT count(*) FROM arrays WHERE module NOT IN"
                              " (SELECT id FROM modules)").fetchone()[0]
         if orphans:

@@ -2,12 +2,15 @@
  * test_store.c - the SQLite line-table cache (server/cache/): a table read
  * back from disk answers every lookup exactly as the table that was stored;
  * one copy per key; hot-set budget and pins; negative entries; the byte cap;
- * broken, foreign and newer databases moved aside; damaged modules dropped.
+ * broken, foreign and newer databases moved aside; damaged modules dropped
+ * (at load for a table file's header, by the background check for its
+ * records); stray table files swept; modules of the old BLOB layout read.
  *
  * The tables are synthetic (the readers are not on this branch yet); the
  * truth for a reloaded table is the original table's own answers.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -134,7 +137,7 @@ static void synth(symtab *st, uint32_t seed, uint32_t nfunc) {
       st_add_seqpt(st, &sp);
     }
   }
-  st->source_link = st_cstr(st, "{\"documents\":{}}");
+  st->source_link = st_cstr(st, "{\"documents\":{\"c:\\\\src\\\\*\":\"https://example.test/raw/*\"}}");
   CHECK_EQ_U(st_finish(st), PS_E_OK);
 }
 
@@ -234,6 +237,14 @@ TEST(roundtrip_same_answers) {
     CHECK_EQ_U(e.st->ident.managed, orig.ident.managed);
     CHECK(memcmp(e.st->ident.guid, orig.ident.guid, 16) == 0);
     CHECK_EQ_S(st_s(e.st, e.st->source_link), st_s(&orig, orig.source_link));
+    /* the Source Link map of a mapped table is built at load: frames get
+     * their files' URLs after a restart as before it */
+    char want[256], got[256];
+    CHECK(st_source_link(&orig, "c:\\src\\s1\\f3.cpp", want, sizeof want));
+    CHECK_EQ_S(want, "https://example.test/raw/s1/f3.cpp");
+    CHECK(st_source_link(e.st, "c:\\src\\s1\\f3.cpp", got, sizeof got));
+    CHECK_EQ_S(got, want);
+    CHECK(!st_source_link(e.st, "d:\\other\\x.cpp", got, sizeof got));
     CHECK_EQ_S(e.source, "https://example.test/x");
   }
   store_release(s, &e);
@@ -436,6 +447,18 @@ TEST(same_key_twice_one_copy) {
   st_free(&st);
 }
 
+/* Waits (up to 30 s) until no mapped module waits for its background check
+ * (which pins it meanwhile). */
+static void settle(store *s) {
+  for (int i = 0; i < 3000; i++) {
+    store_stats st;
+    store_get_stats(s, &st);
+    if (!st.verify_pending)
+      return;
+    usleep(10000);
+  }
+}
+
 TEST(hot_set_budget_and_pins) {
   const char *dir = sub("hot");
   symtab st[6];
@@ -464,6 +487,7 @@ TEST(hot_set_budget_and_pins) {
     CHECK_EQ_U(compare_all(&st[i], pinned[i].st, &hits), 0);
     store_release(s, &pinned[i]);
   }
+  settle(s);
   store_get_stats(s, &stats);
   CHECK(stats.hot_modules <= 2);
   CHECK(stats.hot_bytes <= stats.mem_max_bytes);
@@ -533,6 +557,7 @@ TEST(threads_share_the_hot_set) {
     CHECK_EQ_U(args[i].bad, 0);
   }
   store_stats stats;
+  settle(s);
   store_get_stats(s, &stats);
   CHECK(stats.hot_bytes <= stats.mem_max_bytes);
   store_close(s);
@@ -680,9 +705,13 @@ TEST(byte_cap_evicts_oldest) {
     snprintf(keys[i], sizeof keys[i], "cap%d.pdb/%032d1", i, i);
     CHECK_EQ_U(put(s, keys[i], &st), PS_E_OK);
     st_free(&st);
+    /* what the cap counts: the database file and the table files */
     struct stat sb;
-    if (stat(path, &sb) == 0 && (uint64_t)sb.st_size > max_file)
-      max_file = (uint64_t)sb.st_size;
+    store_stats now;
+    store_get_stats(s, &now);
+    uint64_t total = (stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0) + now.table_bytes;
+    if (total > max_file)
+      max_file = total;
   }
   store_stats stats;
   store_get_stats(s, &stats);
@@ -950,37 +979,121 @@ static void note_problem(void *ctx, const char *key, const char *problem) {
   snprintf(buf + n, 1024 - n, "%s: %s\n", key, problem);
 }
 
+/* The table file of key (dir/tables/NAME.pst), from its row. */
+static bool table_path(const char *dir, const char *key, char *out, size_t cap) {
+  char db_path[600];
+  snprintf(db_path, sizeof db_path, "%s/pdbsym.sqlite", dir);
+  sqlite3 *db = NULL;
+  bool ok = false;
+  if (sqlite3_open(db_path, &db) == SQLITE_OK) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT table_file FROM modules WHERE key = ?", -1, &q, NULL) ==
+        SQLITE_OK) {
+      sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+      if (sqlite3_step(q) == SQLITE_ROW) {
+        snprintf(out, cap, "%s/tables/%s.pst", dir, (const char *)sqlite3_column_text(q, 0));
+        ok = true;
+      }
+    }
+    sqlite3_finalize(q);
+  }
+  sqlite3_close(db);
+  return ok;
+}
+
+/* The table file's section k (1 strings ... 3 lines ...): its offset, as
+ * server/cache/store_codec.c lays out the header (sections from byte 368,
+ * 24 bytes each: offset, count, record size). */
+static uint64_t section_offset(const char *path, int k) {
+  FILE *f = fopen(path, "rb");
+  uint64_t off = 0;
+  if (f) {
+    fseek(f, 368 + (k - 1) * 24, SEEK_SET);
+    if (fread(&off, sizeof off, 1, f) != 1)
+      off = 0;
+    fclose(f);
+  }
+  return off;
+}
+
+static void poke(const char *path, uint64_t at, const void *bytes, size_t n) {
+  FILE *f = fopen(path, "r+b");
+  CHECK(f != NULL);
+  if (f) {
+    fseek(f, (long)at, SEEK_SET);
+    CHECK_EQ_U(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+  }
+}
+
+/* Waits (up to 30 s) until the store's background checks have failed n
+ * modules. */
+static bool wait_failed(store *s, uint64_t n) {
+  for (int i = 0; i < 3000; i++) {
+    store_stats st;
+    store_get_stats(s, &st);
+    if (st.verify_failed >= n)
+      return true;
+    usleep(10000);
+  }
+  return false;
+}
+
 TEST(damaged_module_dropped_and_verify_reports) {
   const char *dir = sub("damaged");
   symtab st;
   synth(&st, 7, 3000);
   store *s = open_store(dir, 0, 0);
-  CHECK_EQ_U(put(s, "d1.pdb/A1", &st), PS_E_OK);
-  CHECK_EQ_U(put(s, "d2.pdb/A1", &st), PS_E_OK);
-  CHECK_EQ_U(put(s, "d3.pdb/A1", &st), PS_E_OK);
+  static const char *const keys[] = {"d1.pdb/A1", "d2.pdb/A1", "d3.pdb/A1",
+                                     "d4.pdb/A1", "d5.pdb/A1", "d6.pdb/A1"};
+  for (int i = 0; i < 6; i++)
+    CHECK_EQ_U(put(s, keys[i], &st), PS_E_OK);
   store_close(s);
-  char path[600];
-  snprintf(path, sizeof path, "%s/pdbsym.sqlite", dir);
+  char path[6][700];
+  for (int i = 0; i < 6; i++)
+    CHECK(table_path(dir, keys[i], path[i], sizeof path[i]));
   /* d1: a line's file offset pointing far outside the string pool */
-  run_sql(path, "UPDATE arrays SET data = CAST(x'00100000' || x'04000000' || x'05000000'"
-                " || x'FFFFFF7F' || substr(data, 17) AS BLOB)"
-                " WHERE kind = 3 AND seq = 0 AND module = (SELECT id FROM modules WHERE key = 'd1.pdb/A1')");
+  static const unsigned char far[4] = {0xff, 0xff, 0xff, 0x7f};
+  poke(path[0], section_offset(path[0], 3) + 12, far, 4);
   /* d2: one byte of a name changed (only the checksum notices) */
-  run_sql(path, "UPDATE arrays SET data = CAST(substr(data, 1, 40) || x'5A' || substr(data, 42) AS BLOB)"
-                " WHERE kind = 1 AND seq = 0 AND module = (SELECT id FROM modules WHERE key = 'd2.pdb/A1')");
+  poke(path[1], section_offset(path[1], 1) + 40, "Z", 1);
+  /* d4: cut short; d5: not a table file; d6: gone */
+  struct stat sb;
+  CHECK(stat(path[3], &sb) == 0);
+  CHECK(truncate(path[3], sb.st_size - 100) == 0);
+  poke(path[4], 0, "XXXXXXXX", 8);
+  CHECK(unlink(path[5]) == 0);
+
   s = open_store(dir, 0, 0);
-  char problems[1024] = "";
+  char problems[2048] = "";
   uint64_t checked = 0;
   CHECK_EQ_U(store_verify(s, false, note_problem, problems, &checked), PS_E_CORRUPT);
-  CHECK_EQ_U(checked, 3);
+  CHECK_EQ_U(checked, 6);
   CHECK(strstr(problems, "d1.pdb/A1") != NULL);
   CHECK(strstr(problems, "d2.pdb/A1: checksum") != NULL);
   CHECK(strstr(problems, "d3.pdb/A1") == NULL);
-  /* lookups never run over a damaged table: the get drops it */
+  CHECK(strstr(problems, "d4.pdb/A1: table file") != NULL); /* its size */
+  CHECK(strstr(problems, "d5.pdb/A1: not a table file") != NULL);
+  CHECK(strstr(problems, "d6.pdb/A1: table file") != NULL); /* No such file */
+  /* what the header says is checked at load: never mapped, dropped */
   store_entry e;
-  CHECK_EQ_U(store_get(s, "d1.pdb/A1", &e), STORE_MISS);
-  CHECK_EQ_U(store_get(s, "d1.pdb/A1", &e), STORE_MISS);
-  CHECK_EQ_U(store_get(s, "d3.pdb/A1", &e), STORE_HIT);
+  for (int i = 3; i < 6; i++) {
+    CHECK_EQ_U(store_get(s, keys[i], &e), STORE_MISS);
+    CHECK_EQ_U(store_get(s, keys[i], &e), STORE_MISS);
+  }
+  /* the records are checked in the background: d1 answers at once (its
+   * lookups stay in bounds), then the check drops it */
+  CHECK_EQ_U(store_get(s, keys[0], &e), STORE_HIT);
+  if (e.st) {
+    for (uint32_t r = 0; r < 0x40000; r += 61) {
+      st_answer a;
+      st_lookup_rva(e.st, r, &a);
+    }
+  }
+  store_release(s, &e);
+  CHECK(wait_failed(s, 1));
+  CHECK_EQ_U(store_get(s, keys[0], &e), STORE_MISS);
+  CHECK_EQ_U(store_get(s, keys[2], &e), STORE_HIT);
   store_release(s, &e);
   /* --fix removes d2; afterwards everything verifies */
   problems[0] = '\0';
@@ -988,14 +1101,130 @@ TEST(damaged_module_dropped_and_verify_reports) {
   problems[0] = '\0';
   CHECK_EQ_U(store_verify(s, false, note_problem, problems, &checked), PS_E_OK);
   CHECK_EQ_U(checked, 1);
-  /* a changed byte that still makes a valid table: the checksum at load
-   * drops it too (no wrong answers from a rotten page) */
-  CHECK_EQ_U(put(s, "d2.pdb/A1", &st), PS_E_OK);
+  /* a changed byte that still makes a valid table: the background check
+   * drops it too (its answers until then are the window store.h states) */
+  CHECK_EQ_U(put(s, keys[1], &st), PS_E_OK);
   store_close(s);
-  run_sql(path, "UPDATE arrays SET data = CAST(substr(data, 1, 40) || x'5A' || substr(data, 42) AS BLOB)"
-                " WHERE kind = 1 AND seq = 0 AND module = (SELECT id FROM modules WHERE key = 'd2.pdb/A1')");
+  CHECK(table_path(dir, keys[1], path[1], sizeof path[1]));
+  poke(path[1], section_offset(path[1], 1) + 40, "Z", 1);
   s = open_store(dir, 0, 0);
-  CHECK_EQ_U(store_get(s, "d2.pdb/A1", &e), STORE_MISS);
+  CHECK_EQ_U(store_get(s, keys[1], &e), STORE_HIT);
+  store_release(s, &e);
+  CHECK(wait_failed(s, 1));
+  CHECK_EQ_U(store_get(s, keys[1], &e), STORE_MISS);
+  store_close(s);
+  st_free(&st);
+}
+
+/* A cache written before table files (layout 3: the arrays as BLOB chunks
+ * of whole records in `arrays`) is still read.  The old layout is made from
+ * a new module's own file: its sections become chunks, its row layout 3. */
+TEST(modules_of_the_old_layout_still_load) {
+  const char *dir = sub("oldlayout");
+  symtab st;
+  synth(&st, 9, 20000);
+  store *s = open_store(dir, 0, 0);
+  CHECK_EQ_U(put(s, "old.pdb/A1", &st), PS_E_OK);
+  store_close(s);
+  char path[700], dbp[600];
+  CHECK(table_path(dir, "old.pdb/A1", path, sizeof path));
+  snprintf(dbp, sizeof dbp, "%s/pdbsym.sqlite", dir);
+  FILE *f = fopen(path, "rb");
+  sqlite3 *db = NULL;
+  CHECK(f && sqlite3_open(dbp, &db) == SQLITE_OK);
+  sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+  sqlite3_stmt *q = NULL;
+  sqlite3_prepare_v2(db, "INSERT INTO arrays (module, kind, seq, data) VALUES"
+                         " ((SELECT id FROM modules WHERE key = 'old.pdb/A1'), ?, ?, ?)", -1, &q, NULL);
+  for (int k = 1; f && k <= 8; k++) {
+    uint64_t sect[3] = {0, 0, 0}; /* offset, count, record size (low half) */
+    fseek(f, 368 + (k - 1) * 24, SEEK_SET);
+    CHECK_EQ_U(fread(sect, 8, 3, f), 3);
+    uint64_t elem = sect[2] & 0xffffffffu, total = sect[1] * elem;
+    uint64_t chunk = (1u << 20) - (1u << 20) % elem;
+    char *buf = malloc(chunk);
+    for (uint64_t off = 0, seq = 0; off < total; off += chunk, seq++) {
+      size_t n = (size_t)(total - off < chunk ? total - off : chunk);
+      fseek(f, (long)(sect[0] + off), SEEK_SET);
+      CHECK_EQ_U(fread(buf, 1, n, f), n);
+      sqlite3_bind_int(q, 1, k);
+      sqlite3_bind_int64(q, 2, (int64_t)seq);
+      sqlite3_bind_blob(q, 3, buf, (int)n, SQLITE_TRANSIENT);
+      CHECK_EQ_U(sqlite3_step(q), SQLITE_DONE);
+      sqlite3_reset(q);
+    }
+    free(buf);
+  }
+  sqlite3_finalize(q);
+  CHECK_EQ_U(sqlite3_exec(db, "UPDATE modules SET layout = 3, table_file = '', file_bytes = 0"
+                              " WHERE key = 'old.pdb/A1'; COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  if (f)
+    fclose(f);
+  unlink(path);
+  s = open_store(dir, 0, 0);
+  store_entry e;
+  CHECK_EQ_U(store_get(s, "old.pdb/A1", &e), STORE_HIT);
+  uint64_t hits = 0;
+  if (e.st)
+    CHECK_EQ_U(compare_all(&st, e.st, &hits), 0);
+  CHECK(hits > 1000);
+  store_release(s, &e);
+  char problems[1024] = "";
+  uint64_t checked = 0;
+  CHECK_EQ_U(store_verify(s, false, note_problem, problems, &checked), PS_E_OK);
+  CHECK_EQ_U(checked, 1);
+  /* evicting it takes its chunks with it */
+  CHECK_EQ_U(store_evict(s, "old.pdb/A1"), PS_E_OK);
+  store_close(s);
+  CHECK(sqlite3_open(dbp, &db) == SQLITE_OK);
+  sqlite3_prepare_v2(db, "SELECT count(*) FROM arrays", -1, &q, NULL);
+  CHECK_EQ_U(sqlite3_step(q), SQLITE_ROW);
+  CHECK_EQ_U(sqlite3_column_int(q, 0), 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  st_free(&st);
+}
+
+TEST(table_files_no_row_names_are_swept) {
+  const char *dir = sub("sweep");
+  store *s = open_store(dir, 0, 0);
+  symtab st;
+  synth(&st, 8, 100);
+  CHECK_EQ_U(put(s, "keep.pdb/A1", &st), PS_E_OK);
+  store_close(s);
+  char old[700], young[700], tmp[700];
+  snprintf(old, sizeof old, "%s/tables/00000000deadbeef.pst", dir);
+  snprintf(young, sizeof young, "%s/tables/00000000feedface.pst", dir);
+  snprintf(tmp, sizeof tmp, "%s/tables/.tmp-0000000012345678", dir);
+  const char *files[] = {old, young, tmp};
+  for (int i = 0; i < 3; i++)
+    write_file(files[i], "left by an ingest that crashed before its row committed");
+  /* an hour old: what a crash left; the young one may be another process's
+   * ingest about to commit */
+  struct timespec ts[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+  CHECK(utimensat(AT_FDCWD, old, ts, 0) == 0);
+  CHECK(utimensat(AT_FDCWD, tmp, ts, 0) == 0);
+  s = open_store(dir, 0, 0);
+  CHECK(access(old, F_OK) != 0);
+  CHECK(access(tmp, F_OK) != 0);
+  CHECK(access(young, F_OK) == 0);
+  store_entry e;
+  CHECK_EQ_U(store_get(s, "keep.pdb/A1", &e), STORE_HIT);
+  store_release(s, &e);
+  /* evicting a module takes its file with it */
+  char keep[700];
+  CHECK(table_path(dir, "keep.pdb/A1", keep, sizeof keep));
+  CHECK_EQ_U(store_evict(s, "keep.pdb/A1"), PS_E_OK);
+  CHECK(access(keep, F_OK) != 0);
+  /* and clearing takes them all */
+  CHECK_EQ_U(put(s, "a.pdb/A1", &st), PS_E_OK);
+  CHECK_EQ_U(put(s, "b.pdb/A1", &st), PS_E_OK);
+  uint64_t removed = 0;
+  CHECK_EQ_U(store_clear(s, false, &removed), PS_E_OK);
+  CHECK_EQ_U(removed, 2);
+  snprintf(keep, sizeof keep, "%s/tables", dir);
+  CHECK_EQ_U(count_files(keep, "0"), 1); /* the young stray only */
   store_close(s);
   st_free(&st);
 }
@@ -1017,6 +1246,8 @@ int main(void) {
   RUN(make_room_for_downloads);
   RUN(broken_databases_moved_aside);
   RUN(damaged_module_dropped_and_verify_reports);
+  RUN(modules_of_the_old_layout_still_load);
+  RUN(table_files_no_row_names_are_swept);
   rm_tree(tmpdir);
   return test_summary();
 }

@@ -270,6 +270,60 @@ TEST(copy_answers_as_the_original) {
   st_free(&st);
 }
 
+/* A finished table whose records were damaged after st_finish (as a table
+ * mapped from the cache may be before its background check): every lookup
+ * stays inside the arrays (ASan and UBSan builds check it) and still answers
+ * what the undamaged parts say. */
+TEST(damaged_records_stay_in_bounds) {
+  symtab st;
+  st_init(&st, NULL);
+  uint32_t file = st_cstr(&st, "a.c");
+  st_add_func(&st, 0x1000, 0x100, st_cstr(&st, "f"), 0);
+  st_add_func(&st, 0x2000, 0x100, st_cstr(&st, "g"), 0);
+  for (uint32_t i = 0; i < 200; i++)
+    st_add_line(&st, 0x1000 + i * 8, 8, 10 + i, file);
+  uint32_t in = st_add_inline(&st, 0x1000, ST_NONE, 1, st_cstr(&st, "h"));
+  st_add_irange(&st, in, 0x1010, 0x20, 5, file);
+  st_add_method(&st, 0x06000001, st_cstr(&st, "M"), 0);
+  st_seqpt p = {0x06000001, 0, 3, 3, 1, 2, file};
+  st_add_seqpt(&st, &p);
+  CHECK_EQ_U(st_finish(&st), PS_E_OK);
+  st_answer a;
+  st_lookup_rva(&st, 0x1014, &a);
+  CHECK_EQ_U(a.nsyms, 2); /* h inlined in f */
+  /* the damage: ranges past the array, a site past the sites, points past
+   * the points, an index longer than its array */
+  st.funcs[0].ir_first = 0xfffffff0u;
+  st.funcs[0].ir_count = 0x20;
+  st_lookup_rva(&st, 0x1014, &a);
+  CHECK_EQ_U(a.status, ST_OK);
+  CHECK_EQ_U(a.nsyms, 1);
+  CHECK_EQ_S(a.syms[0].function, "f");
+  st.funcs[0].ir_first = 0;
+  st.funcs[0].ir_count = 1;
+  st.iranges[0].inl = 0x7fffffffu;
+  st_lookup_rva(&st, 0x1014, &a);
+  CHECK_EQ_U(a.nsyms, 1);
+  st.methods[0].sp_first = 0xffffffffu;
+  st_lookup_token(&st, 0x06000001, 0, &a);
+  CHECK_EQ_U(a.status, ST_OK);
+  CHECK(!a.syms[0].has_line);
+  /* sampled keys and per-function line bounds that are garbage */
+  for (size_t i = 0; i < st.nline_idx; i++)
+    st.line_idx[i] = (uint32_t)(0xffffffffu - i * 977);
+  for (size_t i = 0; i < 2 * st.nfunc_lines; i++)
+    st.func_lines[i] = (uint32_t)(i % 2 ? 3 : 0xfffffff0u);
+  for (uint32_t r = 0x0f00; r < 0x2200; r += 3)
+    st_lookup_rva(&st, r, &a);
+  uint32_t *fl = st.func_lines;
+  st.func_lines = NULL; /* the plain search through the sampled index */
+  for (uint32_t r = 0x0f00; r < 0x2200; r += 3)
+    st_lookup_rva(&st, r, &a);
+  st.func_lines = fl;
+  st.iranges[0].inl = 0; /* back as it was, so st_free sees its own arrays */
+  st_free(&st);
+}
+
 int main(void) {
   RUN(strings_dedup);
   RUN(native_lookup_with_inlines);
@@ -279,5 +333,6 @@ int main(void) {
   RUN(managed_hidden_points);
   RUN(budget_limits_builder);
   RUN(copy_answers_as_the_original);
+  RUN(damaged_records_stay_in_bounds);
   return test_summary();
 }

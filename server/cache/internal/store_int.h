@@ -12,21 +12,32 @@
  *                  the checksum, validation of what comes back
  *   store_admin.c  stats, list, evict, clear, verify (pdbsym cache ...)
  *
- * On disk: dir/pdbsym.sqlite in WAL mode with auto_vacuum=INCREMENTAL.  A
- * complete module is one `modules` row (identity, counts, checksum) plus its
- * symtab arrays as BLOB chunks of at most STORE_CHUNK bytes in `arrays`:
+ * On disk: dir/pdbsym.sqlite in WAL mode with auto_vacuum=INCREMENTAL, and
+ * one table file per complete module in dir/tables/.  A complete module is
+ * one `modules` row (identity, counts, checksum, the name and size of its
+ * table file) and the file (layout STORE_LAYOUT_FILE, store_codec.c):
  *
- *   modules(id, key, status=0, counts..., data_bytes, checksum, last_used)
+ *   modules(id, key, status=0, counts..., checksum, table_file, file_bytes)
  *      |
- *      +-- arrays(module=id, kind=1 strings,   seq=0..) raw pool bytes
- *      +-- arrays(module=id, kind=2 functions, seq=0..) st_func[]   24 B each
- *      +-- arrays(module=id, kind=3 lines,     seq=0..) st_line[]   16 B each
- *      +-- ... inline sites, inline ranges, publics, methods, sequence points
+ *      +-- tables/<table_file>.pst  header, then the symtab's arrays and its
+ *                                   search indexes as in memory, each
+ *                                   64-byte aligned
  *
- * A module is always loaded whole, so the arrays go back into memory with
- * one sequential blob read each and no per-row decoding.  The row and its
- * arrays are written in one transaction, so a reader sees all or nothing.
- * Negative entries are `modules` rows with status != 0 and an expiry time.
+ * A module is loaded by mapping its file: the arrays are used where they
+ * lie, and only the pages a lookup touches are read.  The header is checked
+ * at load against the row (sizes, counts, offsets, the checksum it
+ * records); the records themselves are checked by a background pass (CRC-32
+ * and symtab_validate) right after, and by `cache verify`; lookups stay in
+ * bounds whatever the records hold (parsers/symtab.c), so a damaged module
+ * can at worst answer wrongly until that pass drops it.  Modules of the
+ * older layout (STORE_LAYOUT_ROWS: the arrays as BLOB chunks of at most
+ * STORE_CHUNK bytes in `arrays`) are still read, by copying.
+ *
+ * A table file is written and renamed into place before its row commits,
+ * and unlinked after the transaction that deleted its row, so a row always
+ * names a whole file; a file no row names (a crash between the two) is
+ * removed at a later open once it is STORE_ORPHAN_SECONDS old.  A mapping
+ * already made stays valid after the unlink.
  *
  * In memory: a hash table of finished symtabs (the hot set) with an LRU list
  * and reference counts, under one mutex.  SQLite connections come from a
@@ -51,8 +62,14 @@
 
 #include "store.h"
 
-/* The BLOBs hold symtab.h's records exactly as in memory (store_codec.c). */
-#define STORE_LAYOUT 3 /* 2: st_public gained its size; 3: st_method user, local, gen */
+/* The records of symtab.h exactly as in memory (store_codec.c), in BLOB
+ * chunks or in a table file.  Layouts: 2, st_public gained its size; 3,
+ * st_method gained user, local and gen (BLOB chunks, still read); 4, a table
+ * file.  Layouts older than STORE_LAYOUT_ROWS are treated as absent and
+ * replaced at the next ingest. */
+#define STORE_LAYOUT_ROWS 3
+#define STORE_LAYOUT_FILE 4
+#define STORE_LAYOUT STORE_LAYOUT_FILE /* what ingests write */
 
 #define STORE_CHUNK ((size_t)1 << 20)
 #define STORE_NKINDS 8
@@ -67,11 +84,21 @@
 #define STORE_VACUUM_STEP_S "64"    /* pages given back per incremental_vacuum step */
 #define STORE_NEG_MEMORY 16384      /* negative entries kept in memory (default) */
 #define STORE_NEG_RECHECK_S 60      /* ... each believed this long before SQLite is read again */
+#define STORE_ORPHAN_SECONDS 600    /* a table file no row names is removed once this old */
+#define STORE_VERIFY_QUEUE 64       /* mapped modules waiting for their background check */
+
+/* A table file mapped into memory (NULL base: the table is on the heap). */
+typedef struct {
+  void *base;
+  size_t len;
+} store_map;
 
 typedef struct hot {
   char *key;
   symtab st;
   unsigned flags; /* STORE_F_*; fixed once indexed */
+  store_map map;    /* st's arrays point into it; unmapped instead of st_free */
+  char table_file[40]; /* mapped: the file's name, for the background check */
   size_t mem;
   int refs;
   bool dead; /* no longer indexed (evicted or replaced); freed at the last release */
@@ -100,6 +127,18 @@ struct store {
   pthread_mutex_t write_mu;
   struct store_neg *neg;           /* negative entries in memory (store_neg.c) */
   _Atomic uint64_t module_reads;   /* store__load_module calls: reads of SQLite for a module */
+  /* table files of rows deleted in the open write transaction (write_mu) */
+  char (*doomed)[40];
+  size_t ndoomed, cdoomed;
+  /* the background check of mapped modules: one thread, started at the
+   * first mapped load, a queue of at most STORE_VERIFY_QUEUE pinned entries */
+  pthread_t verifier;
+  bool verifier_started, verifier_stop;
+  pthread_cond_t verify_cv;
+  struct verify_job *verify_head, *verify_tail;
+  int nverify;
+  bool verifying; /* the thread is checking one now */
+  uint64_t verified, verify_failed, verify_skipped;
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -156,8 +195,14 @@ void store__touch(sqlite3 *db, const char *key, int64_t when);
 /* Reads key from SQLite: STORE_HIT with *st filled (owned by the caller),
  * STORE_NEGATIVE with out's neg/error/source, or STORE_MISS.  A damaged
  * module is logged and removed. */
-store_result store__load_module(store *s, const char *key, symtab *st, char *source,
-                                size_t source_cap, store_entry *out);
+store_result store__load_module(store *s, const char *key, symtab *st, store_map *map,
+                                char *table_file, char *source, size_t source_cap,
+                                store_entry *out);
+/* Cache bytes the cap counts: pages in use plus the complete modules' table files. */
+uint64_t store__cap_bytes(sqlite3 *db);
+/* Removes the row of key if it still names table_file (a damaged module
+ * found after its load); true when it did. */
+bool store__drop_damaged(store *s, const char *key, const char *table_file, const char *why);
 
 /* ---- store_codec.c -------------------------------------------------------- */
 
@@ -182,21 +227,57 @@ typedef struct {
   st_ident ident;
   uint32_t source_link;
   unsigned flags; /* STORE_F_* (the image_names column) */
+  char table_file[40]; /* layout STORE_LAYOUT_FILE: the file in tables/ */
+  int64_t file_bytes;
 } module_row;
 
 /* Reads the `modules` row of key into *r; true when there is one.  *rc_out
  * gets SQLITE_OK or the error. */
 bool store__read_row(sqlite3 *db, const char *key, module_row *r, int *rc_out);
-/* Loads the arrays of a complete module into st (finished, owned by st).
- * Returns NULL or what is wrong (in why); *transient says whether the
- * failure may pass (out of memory, a busy database) rather than damage. */
+/* Loads the arrays of a complete module of layout STORE_LAYOUT_ROWS into st
+ * (finished, owned by st).  Returns NULL or what is wrong (in why);
+ * *transient says whether the failure may pass (out of memory, a busy
+ * database) rather than damage. */
 const char *store__load_arrays(sqlite3 *db, const module_row *r, symtab *st, bool check_sum,
                                char *why, size_t cap, bool *transient);
-/* Writes a complete module's row and arrays (in the caller's transaction). */
+/* Maps the table file of a complete module of layout STORE_LAYOUT_FILE:
+ * st's arrays and indexes point into *map, its Source Link map is built (st
+ * is finished; it must not be st_free'd: store__unmap_table).  Checks the
+ * header against the row, not the records.  Returns NULL or what is wrong,
+ * *transient as above. */
+const char *store__map_table(const store *s, const module_row *r, const char *key, symtab *st,
+                             store_map *map, char *why, size_t cap, bool *transient);
+void store__unmap(store_map *map);
+/* Frees what a mapped table owns (its Source Link map) and unmaps it. */
+void store__unmap_table(symtab *st, store_map *map);
+/* The records' checks of a loaded table: its arrays' CRC-32 against
+ * checksum (a mapped table: against its file header's, and its indexes'
+ * against theirs), and the ranges and sort orders lookups rely on.  NULL or
+ * what is wrong. */
+const char *store__check_records(const symtab *st, const store_map *map, uint32_t checksum,
+                                 char *why, size_t cap);
+/* Writes st's table file for key into tables/ under a new name (*name, 40
+ * bytes), renamed into place complete; *bytes gets its size. */
+ps_err store__write_table(const store *s, const char *key, const symtab *st, uint32_t checksum,
+                          char *name, uint64_t *bytes, ps_diag *diag);
+/* path of table file name in s's tables/ folder */
+void store__table_path(const store *s, const char *name, char *out, size_t cap);
+/* Writes a complete module's row (in the caller's transaction); its table
+ * file, written before, is named by table_file. */
 int store__insert_module(sqlite3 *db, const char *key, const symtab *st, const char *source,
-                         uint64_t data_bytes, uint32_t checksum, int64_t now);
-/* Deletes a module's row (its arrays go with it: ON DELETE CASCADE). */
-int store__delete_module(sqlite3 *db, int64_t id);
+                         uint64_t data_bytes, uint32_t checksum, const char *table_file,
+                         uint64_t file_bytes, int64_t now);
+/* Deletes a module's row (a layout-3 module's arrays go with it: ON DELETE
+ * CASCADE) in the caller's transaction; its table file is noted (write_mu
+ * held) and unlinked by store__unlink_doomed once no row names it. */
+int store__delete_module(store *s, sqlite3 *db, int64_t id);
+/* After a transaction that deleted rows, committed or not (write_mu held):
+ * unlinks the noted table files no row names any more. */
+void store__unlink_doomed(store *s, sqlite3 *db);
+/* Removes table files no row names, STORE_ORPHAN_SECONDS old or more (with
+ * fix false only counts them); returns how many. */
+uint64_t store__sweep_tables(store *s, sqlite3 *db, bool fix);
+
 
 /* ---- store_neg.c --------------------------------------------------------- */
 
@@ -216,6 +297,10 @@ void store__neg_stats(store_neg *n, uint64_t *entries, uint64_t *hits);
 /* ---- store_hot.c ---------------------------------------------------------- */
 
 void store__hot_free(hot *h);
+/* Queues a mapped entry for its background check (mu held; pins it). */
+void store__verify_enqueue(store *s, hot *h);
+/* Stops the background checks (store_close). */
+void store__verify_stop(store *s);
 /* Takes key out of the hot set (a pinned copy stays valid until released). */
 void store__hot_drop(store *s, const char *key);
 /* Drops key from the hot set when its table there lacks one of flags (a

@@ -1,0 +1,146 @@
+/*
+ * jsonw.h - a streaming JSON writer: a document written straight into one
+ * growing buffer, with a cap on its size, for the service's answers and the
+ * CLI's lines (render.h).  No tree is built and nothing is allocated per
+ * value; commas are placed by the writer.
+ *
+ * The text is what jansson's json_dumps(JSON_COMPACT) prints for the same
+ * values (tests/unit/test_jsonw.c checks it against jansson on a large set of
+ * generated strings), so answers kept their bytes when render.c moved from
+ * jansson objects to this writer:
+ *   - strings: '"' and '\' escaped, \b \f \n \r \t, other bytes below 0x20
+ *     as \u00XX (uppercase hex); everything else as is (no \/, DEL and
+ *     non-ASCII unescaped).  Bytes that are not UTF-8 as jansson accepts it
+ *     (no overlong forms, no surrogates, nothing past U+10FFFF) become
+ *     U+FFFD, one per byte that does not start a valid sequence, the way
+ *     render.c always sanitized names read from files;
+ *   - integers in decimal, hex strings "0x1a2b" (lowercase digits, optionally
+ *     zero-padded), true, false, null.
+ *
+ * Bounded: a writer is created with max, the most bytes its text may hold;
+ * a write that would pass it fails the writer with JSONW_E_LIMIT.  Errors are
+ * sticky (curl's dynbuf and Redis's rio habit): after the first, every write
+ * is a no-op and jsonw_error() says why, so a renderer checks once at the end.
+ *
+ * Ownership: the writer owns its buffer until jsonw_take hands it to the
+ * caller (malloc'd, NUL-terminated, freed with free()); jsonw_free releases
+ * whatever is left.  A writer made with jsonw_init_grow does not own its
+ * buffer: the grow function's owner does (a buffer in a memory budget), and
+ * jsonw_free only forgets it.  Not thread-safe: one writer per thread.
+ */
+#ifndef PDBSYM_JSONW_H
+#define PDBSYM_JSONW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum { JSONW_OK = 0, JSONW_E_NOMEM, JSONW_E_LIMIT, JSONW_E_DEPTH } jsonw_err;
+
+#define JSONW_MAX_DEPTH 64
+
+/* Grows a buffer the writer does not own: *buf must afterwards hold at least
+ * need bytes (the text so far kept), *size its new size.  false: it could
+ * not (the writer fails with JSONW_E_NOMEM; the owner knows why). */
+typedef bool (*jsonw_grow_fn)(void *ctx, char **buf, size_t *size, size_t need);
+
+typedef struct {
+  char *buf;
+  size_t len, cap; /* bytes written, bytes allocated (one more is kept for the NUL) */
+  jsonw_grow_fn grow; /* NULL: the writer's own malloc'd buffer */
+  void *grow_ctx;
+  size_t max;      /* the text may not pass this many bytes */
+  jsonw_err err;
+  unsigned depth;
+  uint64_t more;   /* bit 0: the open container has a member already (a comma goes first) */
+  bool after_key;  /* a key was written: the next value takes no comma */
+} jsonw;
+
+/* initial: bytes to allocate up front (0: none until the first write; it is
+ * clamped to max); max: the cap (0: SIZE_MAX - 1). */
+void jsonw_init(jsonw *w, size_t initial, size_t max);
+/* A writer whose buffer is grown by grow(ctx, ...) (borrowed: it must
+ * outlive the writer), starting from buf (NULL or size bytes the owner
+ * holds).  max as for jsonw_init.  jsonw_text ends the text with its NUL;
+ * jsonw_take is not for these writers (it returns NULL). */
+void jsonw_init_grow(jsonw *w, size_t max, jsonw_grow_fn grow, void *ctx, char *buf, size_t size);
+void jsonw_free(jsonw *w);
+/* Empties the writer for a new document, keeping its buffer. */
+void jsonw_reset(jsonw *w);
+
+/* The text (NUL-terminated, *len without the NUL) handed to the caller, who
+ * frees it; the writer is left empty.  NULL when the writer failed (the
+ * buffer is freed) or when out of memory. */
+char *jsonw_take(jsonw *w, size_t *len);
+/* The text so far, borrowed (NUL-terminated; "" after an error). */
+const char *jsonw_text(jsonw *w, size_t *len);
+
+static inline jsonw_err jsonw_error(const jsonw *w) { return w->err; }
+const char *jsonw_strerror(jsonw_err e);
+
+void jsonw_obj(jsonw *w);     /* { */
+void jsonw_obj_end(jsonw *w); /* } */
+void jsonw_arr(jsonw *w);     /* [ */
+void jsonw_arr_end(jsonw *w); /* ] */
+
+/* A member's key.  jsonw_key is for keys the program spells (literals of
+ * ASCII letters, digits and '_': written without escaping); jsonw_key_str for
+ * keys from data (escaped and sanitized as strings are). */
+#define jsonw_key(w, lit) jsonw_keyn((w), "" lit "", sizeof(lit) - 1)
+void jsonw_key_str(jsonw *w, const char *s, size_t n);
+
+/* Values.  jsonw_str(NULL) writes "". */
+void jsonw_str(jsonw *w, const char *s);
+void jsonw_strn(jsonw *w, const char *s, size_t n);
+void jsonw_int(jsonw *w, int64_t v);
+void jsonw_uint(jsonw *w, uint64_t v);
+/* "0x1a2b"; width > 0 pads with zeros to that many digits ("0x06000001"). */
+void jsonw_hex(jsonw *w, uint64_t v, int width);
+void jsonw_bool(jsonw *w, bool v);
+void jsonw_null(jsonw *w);
+
+/* ---- the fast path, inline: an answer writes a dozen keys per frame ------- */
+
+/* Room for n more bytes, or NULL once the writer has failed (jsonw.c). */
+char *jsonw__grow(jsonw *w, size_t n);
+
+static inline char *jsonw__room(jsonw *w, size_t n) {
+  if (w->cap - w->len >= n && !w->err)
+    return w->buf + w->len;
+  return jsonw__grow(w, n);
+}
+
+/* Before a value or a key: the comma, unless the value follows its key.
+ * Returns whether a comma is due (the caller writes it with what follows). */
+static inline size_t jsonw__sep(jsonw *w) {
+  if (w->after_key) {
+    w->after_key = false;
+    return 0;
+  }
+  size_t comma = (size_t)(w->more & 1);
+  w->more |= 1;
+  return comma;
+}
+
+static inline void jsonw_keyn(jsonw *w, const char *key, size_t n) {
+  size_t c = jsonw__sep(w);
+  char *p = jsonw__room(w, n + 3 + c);
+  if (!p)
+    return;
+  p[0] = ',';
+  p += c;
+  p[0] = '"';
+  memcpy(p + 1, key, n); /* n is a constant for jsonw_key: no call */
+  p[n + 1] = '"';
+  p[n + 2] = ':';
+  w->len += n + 3 + c;
+  w->after_key = true;
+}
+
+/* Helpers for the sanitizing rule alone (no writer): the length of the
+ * valid UTF-8 sequence at p (1..4, as jansson accepts it), or 0 when the
+ * byte there does not start one; n bytes are available. */
+size_t jsonw_utf8_seq(const unsigned char *p, size_t n);
+
+#endif
