@@ -903,8 +903,11 @@ def main():
         if event_loop:
             # main, the event loop, the request workers, the sweeper, the download
             # workers, the network thread (no resolver threads: every source is an
-            # IP), and the cache writer where tables are stored after the answer
+            # IP), the cache writer where tables are stored after the answer, and
+            # the cache check of modules mapped from their table files
             fixed = 4 if "persist_queue" in keys else 3
+            if fixed == 4 and b"005_table_files" in open(BIN, "rb").read():
+                fixed = 5
             thread_bound = fixed + int(eff["http_threads"]) + int(eff["request_workers"]) + \
                 int(eff["download_workers"])
             thread_formula = "%d + http_threads %s + request_workers %s + download_workers %s" % (
