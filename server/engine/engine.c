@@ -72,6 +72,7 @@
 #define ENGINE_PERSIST_GRACE_MS 10000u /* at shutdown, the writer's time to empty it */
 #define ENGINE_DOWNLOAD_ROOM ((uint64_t)1 << 20) /* kept free for downloads as jobs start */
 #define ENGINE_ROOM_TRIES 3 /* evictions for one job's download that did not fit */
+#define ENGINE_ROOM_WAIT_MS 5000u /* a try's wait for other downloads to give room back */
 #define ENGINE_DEFAULT_PERSIST_QUEUE 16
 #define ENGINE_DEFAULT_PERSIST_BYTES ((uint64_t)256 << 20)
 #define ENGINE_RESOLVE_LOOKS 8 /* cache looks of one resolve while jobs keep finishing */
@@ -1031,6 +1032,28 @@ static void job_ingest(engine *e, job *j) {
   persist_enqueue(e, &q, key);
 }
 
+/* Nothing could be evicted (what the cap leaves is held by other downloads in
+ * flight, or by tables waiting to be written): waits, at most
+ * ENGINE_ROOM_WAIT_MS, until the budget has `need` bytes or the downloads in
+ * flight gave some back; true when the job should try again. */
+static bool wait_for_downloads(engine *e, uint64_t need) {
+  uint64_t busy = fetch_tmp_bytes(e->fetch);
+  if (!busy)
+    return false; /* nothing in flight to wait for */
+  for (unsigned ms = 0; ms < ENGINE_ROOM_WAIT_MS; ms += 50) {
+    pthread_mutex_lock(&e->mu);
+    bool stop = e->stopping;
+    pthread_mutex_unlock(&e->mu);
+    if (stop)
+      return false;
+    if (refresh_disk_budget(e) >= need || fetch_tmp_bytes(e->fetch) < busy)
+      return true;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return refresh_disk_budget(e) >= need;
+}
+
 /* A download did not fit in what the cache's cap leaves: the cache evicts
  * least recently used modules to give it room (and a little more), at most
  * ENGINE_ROOM_TRIES times per job (other downloads and writes may take the
@@ -1053,8 +1076,10 @@ static bool make_room(engine *e, job *j, uint64_t need) {
   if (rc != PS_E_OK)
     log_str(&l, "error", ps_diag_format(&d, msg, sizeof msg));
   log_end(&l);
+  if (freed == 0 && rc != PS_E_OK)
+    return wait_for_downloads(e, need);
   refresh_disk_budget(e);
-  return freed > 0 || rc == PS_E_OK;
+  return true;
 }
 
 /* The image step that reads an embedded Portable PDB; false (diag set) when
@@ -1125,6 +1150,16 @@ static void job_step(engine *e, job *j) {
       if (need && j->room_tries < ENGINE_ROOM_TRIES && make_room(e, j, need)) {
         j->stage = J_START; /* once more, with room */
         break;
+      }
+      /* no room after the tries: say so, not another source's failure */
+      if (need && need <= e->cfg.max_pdb_bytes && st == FETCH_ERROR) {
+        snprintf(msg, sizeof msg,
+                 "no room for the %llu-byte download under cache_max_bytes after %d tries"
+                 " (downloads in flight: %llu bytes)",
+                 (unsigned long long)need, j->room_tries,
+                 (unsigned long long)fetch_tmp_bytes(e->fetch));
+        job_finish(e, j, MOD_FETCH_ERROR, msg);
+        return;
       }
       if (st == FETCH_FOUND && j->pdb.st) {
         unlink(res.path);
