@@ -25,6 +25,7 @@
 #include <zlib.h>
 
 #include "internal_trace.h"
+#include "jsonw.h"
 
 /* ---- a buffered writer over the caller's callback ---- */
 
@@ -101,12 +102,27 @@ static void putf(out_t *o, const char *fmt, ...) {
     put(o, b, (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
 }
 
-/* a JSON string (UTF-8 passed through, control characters escaped) */
+/* a JSON string: UTF-8 passed through, control characters escaped, a byte
+ * that is not part of a UTF-8 sequence (names and paths come from hostile
+ * PDBs) written as U+FFFD, as jsonw does for the service's answers */
 static void put_json_str(out_t *o, const char *s) {
   put(o, "\"", 1);
   const char *run = s;
-  for (const char *p = s; *p; p++) {
+  size_t left = strlen(s);
+  for (const char *p = s; *p; p++, left--) {
     unsigned char c = (unsigned char)*p;
+    if (c >= 0x80) {
+      size_t len = jsonw_utf8_seq((const unsigned char *)p, left);
+      if (len) {
+        p += len - 1;
+        left -= len - 1;
+        continue;
+      }
+      put(o, run, (size_t)(p - run));
+      put(o, "\xef\xbf\xbd", 3);
+      run = p + 1;
+      continue;
+    }
     if (c >= 0x20 && c != '"' && c != '\\')
       continue;
     put(o, run, (size_t)(p - run));
