@@ -17,6 +17,8 @@
  * each one back through the hot set, and prints RSS and database size every
  * 20 modules: both must stay flat.
  */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,16 @@
 #include <unistd.h>
 
 #include "store.h"
+
+/* the temp folder and everything in it (the database, tables/) */
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(p);
+}
+
+static void rm_tree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 static double now(void) {
   struct timespec t;
@@ -121,18 +133,17 @@ static int flat(void) {
     if (i % 20 == 19) {
       store_stats ss;
       store_get_stats(s, &ss);
-      printf("after %3d modules (%5.0f MB of line rows): RSS %4.0f MB, database %5.1f MB, WAL %4.1f MB,"
+      printf("after %3d modules (%5.0f MB of line rows): RSS %4.0f MB, cache files %5.1f MB, WAL %4.1f MB,"
              " %llu modules on disk, %llu in memory (%.1f MB)\n",
              i + 1, (double)rows * 16 / 1e6, (double)rss_bytes() / 1e6,
-             (double)fsize(path) / 1e6, (double)fsize(wal) / 1e6,
+             (double)store_files_bytes(dir) / 1e6, (double)fsize(wal) / 1e6,
              (unsigned long long)ss.modules, (unsigned long long)ss.hot_modules,
              (double)ss.hot_bytes / 1e6);
     }
   }
   printf("%.1f s for %llu line rows\n", now() - t0, (unsigned long long)rows);
   store_close(s);
-  unlink(path);
-  rmdir(dir);
+  rm_tree(dir);
   return 0;
 }
 
@@ -176,9 +187,9 @@ int main(int argc, char **argv) {
   store_close(s);
   char path[300];
   snprintf(path, sizeof path, "%s/pdbsym.sqlite", dir);
-  uint64_t bytes = fsize(path);
-  printf("ingest: %.3f s, %.2f M line rows/s; database %" PRIu64 " bytes, %.2f bytes per line row"
-         " (all arrays included)\n", t_put, (double)st.nlines / t_put / 1e6, bytes,
+  uint64_t bytes = store_files_bytes(dir);
+  printf("ingest: %.3f s, %.2f M line rows/s; cache files (database and table file) %" PRIu64
+         " bytes, %.2f bytes per line row (all arrays included)\n", t_put, (double)st.nlines / t_put / 1e6, bytes,
          (double)bytes / (double)st.nlines);
 
   if (store_open(&cfg, &s, &d) != PS_E_OK)
@@ -220,9 +231,7 @@ int main(int argc, char **argv) {
   free(rvas);
   store_close(s);
   st_free(&st);
-  if (argc <= 2) {
-    unlink(path);
-    rmdir(dir);
-  }
+  if (argc <= 2)
+    rm_tree(dir);
   return 0;
 }
