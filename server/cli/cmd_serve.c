@@ -113,8 +113,11 @@ int cmd_serve(int argc, char **argv) {
   log_str(&l, "signal", sig == SIGINT ? "SIGINT" : "SIGTERM");
   log_end(&l);
   a.draining = 1;
-  http_stop(srv, (unsigned)cfg.shutdown_grace);
-  engine_close(eng);
+  /* the whole shutdown within stop_timeout: each grace gets what is left */
+  uint64_t budget = cfg.stop_timeout * 1000u, t0 = engine_now_ms();
+  http_stop(srv, (unsigned)cfg.shutdown_grace, budget);
+  uint64_t spent = engine_now_ms() - t0;
+  engine_close_within(eng, spent < budget ? budget - spent : 0);
   log_begin_always(&l, LOG_INFO, "stopped");
   log_end(&l);
   return 0;

@@ -80,6 +80,7 @@ static const cf_setting settings[] = {
     U(max_timeout, "300", "largest timeout a request may ask for (seconds)"),
     U(retry_after, "2", "seconds suggested to clients in retry_after / Retry-After"),
     U(shutdown_grace, "30", "seconds SIGTERM waits for requests in flight before closing"),
+    U(stop_timeout, "25", "seconds from SIGTERM to exit at most: every grace of the shutdown (shutdown_grace, the downloads', the cache writer's) is cut to what is left of it"),
     Z(max_trace_bytes, "4G", "largest POST /traces body (a .nettrace file); larger ones get 413"),
     U(max_trace_jobs, "2", "POST /traces requests processed at once; more get 503"),
     Z(trace_min_rate, "256K", "bytes/s a POST /traces body must average once read_timeout has passed (else it is closed); 0: no floor"),

@@ -69,6 +69,7 @@ typedef struct {
   uint64_t max_timeout;        /* seconds */
   uint64_t retry_after;        /* seconds */
   uint64_t shutdown_grace;     /* seconds */
+  uint64_t stop_timeout;       /* seconds: SIGTERM to exit, every grace included */
   uint64_t max_trace_bytes;    /* POST /traces body cap */
   uint64_t max_trace_jobs;     /* POST /traces at once */
   uint64_t trace_min_rate;     /* bytes/s a /traces body averages past read_timeout; 0: none */

@@ -68,6 +68,7 @@
 #define ENGINE_DEFAULT_CACHE_MAX ((uint64_t)2 << 30) /* the store's default cap */
 #define ENGINE_CLOSE_GRACE_MS 10000u
 #define ENGINE_WORKER_STOP_MS 5000u
+#define ENGINE_STOP_FLOOR_MS 500u /* a thread's time to stop, whatever stop_timeout leaves */
 #define ENGINE_FAILS_MAX 4096 /* modules whose consecutive failures are remembered */
 #define ENGINE_PERSIST_GRACE_MS 10000u /* at shutdown, the writer's time to empty it */
 #define ENGINE_DOWNLOAD_ROOM ((uint64_t)1 << 20) /* kept free for downloads as jobs start */
@@ -426,9 +427,22 @@ static void job_free(engine *e, job *j) {
   free(j);
 }
 
-void engine_close(engine *e) {
+void engine_close(engine *e) { engine_close_within(e, UINT64_MAX / 4); }
+
+/* each phase waits for its fixed grace or until `stop_at`, whichever is first */
+static uint64_t cut(uint64_t until, uint64_t stop_at) { return until < stop_at ? until : stop_at; }
+
+/* the same, but threads that are only asked to stop (idle workers, an idle
+ * writer) get ENGINE_STOP_FLOOR_MS even past `stop_at` */
+static uint64_t cut_floor(uint64_t until, uint64_t stop_at) {
+  uint64_t t = cut(until, stop_at), floor = engine_now_ms() + ENGINE_STOP_FLOOR_MS;
+  return t > floor ? t : floor;
+}
+
+void engine_close_within(engine *e, uint64_t budget_ms) {
   if (!e)
     return;
+  uint64_t stop_at = engine_now_ms() + budget_ms;
   /* give running downloads a grace period; a download that outlasts it is
    * abandoned with the process (the cache is crash-safe), rather than letting
    * a slow upstream hold a SIGTERM for minutes */
@@ -441,7 +455,7 @@ void engine_close(engine *e) {
   pthread_mutex_lock(&e->mu);
   e->draining = true;
   pthread_cond_broadcast(&e->cv);
-  uint64_t until = engine_now_ms() + ENGINE_CLOSE_GRACE_MS;
+  uint64_t until = cut(engine_now_ms() + ENGINE_CLOSE_GRACE_MS, stop_at);
   while (e->njobs > 0 && e->workers_alive > 0) {
     uint64_t now = engine_now_ms();
     if (now >= until)
@@ -452,7 +466,7 @@ void engine_close(engine *e) {
   int left = e->njobs;
   e->stopping = true;
   pthread_cond_broadcast(&e->work_cv);
-  until = engine_now_ms() + ENGINE_WORKER_STOP_MS;
+  until = cut_floor(engine_now_ms() + ENGINE_WORKER_STOP_MS, stop_at);
   while (e->workers_alive > 0) {
     uint64_t now = engine_now_ms();
     if (now >= until)
@@ -477,9 +491,9 @@ void engine_close(engine *e) {
   if (e->writer_started) {
     pthread_mutex_lock(&e->pq_mu);
     e->pq_stop = true;
-    e->pq_deadline = engine_now_ms() + ENGINE_PERSIST_GRACE_MS;
+    e->pq_deadline = cut(engine_now_ms() + ENGINE_PERSIST_GRACE_MS, stop_at);
     pthread_cond_broadcast(&e->pq_cv);
-    uint64_t wuntil = e->pq_deadline + ENGINE_WORKER_STOP_MS;
+    uint64_t wuntil = cut_floor(e->pq_deadline + ENGINE_WORKER_STOP_MS, stop_at);
     while (e->writer_alive) {
       uint64_t now = engine_now_ms();
       if (now >= wuntil)

@@ -78,6 +78,9 @@ typedef struct {
 
 ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag);
 void engine_close(engine *e);
+/* engine_close with every grace cut to what is left of budget_ms (0: none:
+ * running downloads are abandoned at once, the writer is not waited for). */
+void engine_close_within(engine *e, uint64_t budget_ms);
 /* Shutdown: requests waiting for a download stop waiting (they get
  * MOD_PENDING) and new downloads are refused; downloads running go on. */
 void engine_drain(engine *e);

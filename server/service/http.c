@@ -1115,15 +1115,18 @@ static void sleep_ms(unsigned ms) {
 
 const char *http_mhd_version(void) { return MHD_get_version(); }
 
-void http_stop(http_server *s, unsigned grace_s) {
+void http_stop(http_server *s, unsigned grace_s, uint64_t budget_ms) {
   if (!s)
     return;
+  uint64_t start = now_ns(), grace_ms = (uint64_t)grace_s * 1000u;
+  if (grace_ms > budget_ms)
+    grace_ms = budget_ms;
   /* stop accepting, and close the listening socket now so that new
    * connections are refused instead of waiting in the backlog */
   MHD_socket ls = MHD_quiesce_daemon(s->d);
   if (ls != MHD_INVALID_SOCKET)
     close(ls);
-  uint64_t until = now_ns() + (uint64_t)grace_s * 1000000000u;
+  uint64_t until = start + grace_ms * 1000000u;
   while (atomic_load(&s->active) > 0 && now_ns() < until)
     sleep_ms(10);
   long left = atomic_load(&s->active);
@@ -1137,15 +1140,23 @@ void http_stop(http_server *s, unsigned grace_s) {
   }
   /* libmicrohttpd must find no connection suspended when it stops: wait for
    * the workers' answers (after engine_drain they come at once) */
-  const unsigned worker_grace_ms = 30000;
-  unsigned waited = 0;
+  /* 30 s (fixed) or what the stop budget leaves, at least 1 s: the answers
+   * come at once after the drain unless a worker is stuck */
+  uint64_t spent_ms = (now_ns() - start) / 1000000u;
+  uint64_t worker_grace_ms = budget_ms > spent_ms ? budget_ms - spent_ms : 0;
+  if (worker_grace_ms > 30000)
+    worker_grace_ms = 30000;
+  if (worker_grace_ms < 1000)
+    worker_grace_ms = 1000;
+  uint64_t waited = 0;
   while (atomic_load(&s->suspended) > 0 && waited < worker_grace_ms) {
     sleep_ms(10);
     waited += 10;
   }
   if (atomic_load(&s->suspended) > 0) {
     log_line l;
-    log_begin(&l, LOG_ERROR, "request workers still busy 30 s after the drain; exiting");
+    log_begin(&l, LOG_ERROR, "request workers still busy after the drain; exiting");
+    log_int(&l, "waited_ms", (long long)waited);
     log_int(&l, "requests", (long long)atomic_load(&s->suspended));
     log_end(&l);
     _exit(1);

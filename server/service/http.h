@@ -42,7 +42,7 @@ unsigned http_port(const http_server *s);
 
 /* Stops accepting connections, waits up to grace_s seconds for the requests
  * in flight to finish, then closes every connection and frees the server. */
-void http_stop(http_server *s, unsigned grace_s);
+void http_stop(http_server *s, unsigned grace_s, uint64_t budget_ms);
 
 
 
