@@ -996,12 +996,29 @@ static const unsigned char plain_byte[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
-#define IS_WS(c) ((c) == ' ' || (c) == '\t' || (c) == '\n' || (c) == '\r')
+#define IS_WS(c) ((c) <= ' ' && ((c) == ' ' || (c) == '\n' || (c) == '\t' || (c) == '\r'))
 
-/* The end of the run of plain bytes from p (at most n). */
+/* The end of the run of plain bytes from p (at most n): eight at a time
+ * while they last, with the usual bit tricks ("determine if a word has a
+ * byte less than n", as jsonw.c's plain_run): the lowest byte that is below
+ * 0x20, '"', '\\' or 0x80 and above is the lowest one flagged (a borrow
+ * only runs upwards), so its place is exact. */
 static inline size_t plain_end(const unsigned char *s, size_t p, size_t n) {
-  while (p + 4 <= n && plain_byte[s[p]] & plain_byte[s[p + 1]] & plain_byte[s[p + 2]] & plain_byte[s[p + 3]])
-    p += 4;
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  while (n - p >= 8) {
+    uint64_t x;
+    memcpy(&x, s + p, 8);
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t bad = ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & highs;
+    if (bad) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      return p + ((unsigned)__builtin_ctzll(bad) >> 3);
+#else
+      break;
+#endif
+    }
+    p += 8;
+  }
   while (p < n && plain_byte[s[p]])
     p++;
   return p;
