@@ -1024,15 +1024,53 @@ static inline size_t plain_end(const unsigned char *s, size_t p, size_t n) {
   return p;
 }
 
-/* The usual frame in one pass: an object of at most JW_LINEAR_KEYS members
- * with distinct keys, keys and string values of plain ASCII (no escapes),
+/* A plain scalar at p (see piece_plain) into *v: the offset after it, or 0
+ * when it is not one. */
+static size_t plain_scalar(const jwalk *w, size_t p, char close, jw_val *v) {
+  const unsigned char *s = (const unsigned char *)w->s;
+  size_t n = w->n;
+  if (p >= n)
+    return 0;
+  unsigned c = s[p];
+  if (c == '"') {
+    size_t vs = ++p;
+    p = plain_end(s, p, n);
+    if (p >= n || s[p] != '"')
+      return 0;
+    *v = (jw_val){JW_STRING, 0, 0, w->s + vs, p - vs};
+    return p + 1;
+  }
+  if (c == '-' || IS_DIGIT(c)) {
+    bool neg = c == '-';
+    size_t d0 = p + neg;
+    uint64_t u = 0;
+    for (p = d0; p < n && IS_DIGIT(s[p]) && p - d0 < 19; p++)
+      u = u * 10 + (s[p] - '0');
+    size_t nd = p - d0;
+    if (!nd || nd > 18 || (s[d0] == '0' && nd > 1) || p >= n || !(IS_WS(s[p]) || s[p] == ',' || s[p] == close))
+      return 0;
+    *v = (jw_val){JW_INTEGER, neg ? -(int64_t)u : (int64_t)u, 0, NULL, 0};
+    return p;
+  }
+  size_t len = c == 't' ? 4 : c == 'f' ? 5 : c == 'n' ? 4 : 0;
+  if (!len || n - p <= len || memcmp(s + p, c == 't' ? "true" : c == 'f' ? "false" : "null", len) ||
+      !(IS_WS(s[p + len]) || s[p + len] == ',' || s[p + len] == close))
+    return 0;
+  *v = (jw_val){c == 't' ? JW_TRUE : c == 'f' ? JW_FALSE : JW_NULL, 0, 0, NULL, 0};
+  return p + len;
+}
+
+/* The usual frame, module or v5 address in one pass: an object of at most
+ * JW_LINEAR_KEYS members with distinct keys, or an array of at most that
+ * many elements; keys and string values of plain ASCII (no escapes),
  * integers of at most 18 digits, literals, each value ended by whitespace,
- * ',' or '}'.  Those are read by jansson as they stand (no escape to decode,
- * no UTF-8 to check, nothing to overflow, no byte given back that is not
- * ASCII), so the members are handed out and the cursor set as the full
- * reading below would; false for anything else, with nothing done: the full
- * reading then starts over and says what is wrong, if anything. */
-static bool piece_plain(jwalk *w, jw_member_fn fn, void *ctx) {
+ * ',' or the closing bracket.  Those are read by jansson as they stand (no
+ * escape to decode, no UTF-8 to check, nothing to overflow, no byte given
+ * back that is not ASCII), so the members are handed out and the cursor set
+ * as the full reading below would; false for anything else, with nothing
+ * done: the full reading then starts over and says what is wrong, if
+ * anything.  Returns the piece's type, JW_NONE for false. */
+static jw_type piece_plain(jwalk *w, jw_member_fn fn, void *ctx) {
   const unsigned char *s = (const unsigned char *)w->s;
   size_t n = w->n, p = w->pos;
   struct {
@@ -1041,60 +1079,42 @@ static bool piece_plain(jwalk *w, jw_member_fn fn, void *ctx) {
     jw_val v;
   } m[JW_LINEAR_KEYS];
   size_t nm = 0;
-  if (p >= n || s[p] != '{')
-    return false;
+  if (p >= n || (s[p] != '{' && s[p] != '['))
+    return JW_NONE;
+  bool obj = s[p] == '{';
+  char close = obj ? '}' : ']';
   for (p++; p < n && IS_WS(s[p]); p++)
     ;
-  if (p < n && s[p] == '}')
+  if (p < n && s[p] == close)
     goto done;
   for (;;) {
-    if (p >= n || s[p] != '"' || nm == JW_LINEAR_KEYS)
-      return false;
-    size_t ks = ++p;
-    p = plain_end(s, p, n);
-    if (p >= n || s[p] != '"')
-      return false;
-    size_t kl = p - ks;
-    for (size_t i = 0; i < nm; i++)
-      if (m[i].klen == kl && !memcmp(m[i].key, s + ks, kl))
-        return false;
-    for (p++; p < n && IS_WS(s[p]); p++)
-      ;
-    if (p >= n || s[p] != ':')
-      return false;
-    for (p++; p < n && IS_WS(s[p]); p++)
-      ;
-    if (p >= n)
-      return false;
-    jw_val *v = &m[nm].v;
-    unsigned c = s[p];
-    if (c == '"') {
-      size_t vs = ++p;
+    if (nm == JW_LINEAR_KEYS)
+      return JW_NONE;
+    m[nm].key = NULL;
+    m[nm].klen = 0;
+    if (obj) {
+      if (p >= n || s[p] != '"')
+        return JW_NONE;
+      size_t ks = ++p;
       p = plain_end(s, p, n);
       if (p >= n || s[p] != '"')
-        return false;
-      *v = (jw_val){JW_STRING, 0, 0, w->s + vs, p - vs};
-      p++;
-    } else if (c == '-' || IS_DIGIT(c)) {
-      bool neg = c == '-';
-      size_t d0 = p + neg;
-      uint64_t u = 0;
-      for (p = d0; p < n && IS_DIGIT(s[p]) && p - d0 < 19; p++)
-        u = u * 10 + (s[p] - '0');
-      size_t nd = p - d0;
-      if (!nd || nd > 18 || (s[d0] == '0' && nd > 1) || p >= n || !(IS_WS(s[p]) || s[p] == ',' || s[p] == '}'))
-        return false;
-      *v = (jw_val){JW_INTEGER, neg ? -(int64_t)u : (int64_t)u, 0, NULL, 0};
-    } else {
-      size_t len = c == 't' ? 4 : c == 'f' ? 5 : c == 'n' ? 4 : 0;
-      if (!len || n - p <= len || memcmp(s + p, c == 't' ? "true" : c == 'f' ? "false" : "null", len) ||
-          !(IS_WS(s[p + len]) || s[p + len] == ',' || s[p + len] == '}'))
-        return false;
-      *v = (jw_val){c == 't' ? JW_TRUE : c == 'f' ? JW_FALSE : JW_NULL, 0, 0, NULL, 0};
-      p += len;
+        return JW_NONE;
+      size_t kl = p - ks;
+      for (size_t i = 0; i < nm; i++)
+        if (m[i].klen == kl && !memcmp(m[i].key, s + ks, kl))
+          return JW_NONE;
+      for (p++; p < n && IS_WS(s[p]); p++)
+        ;
+      if (p >= n || s[p] != ':')
+        return JW_NONE;
+      for (p++; p < n && IS_WS(s[p]); p++)
+        ;
+      m[nm].key = w->s + ks;
+      m[nm].klen = kl;
     }
-    m[nm].key = w->s + ks;
-    m[nm].klen = kl;
+    p = plain_scalar(w, p, close, &m[nm].v);
+    if (!p)
+      return JW_NONE;
     nm++;
     while (p < n && IS_WS(s[p]))
       p++;
@@ -1103,16 +1123,16 @@ static bool piece_plain(jwalk *w, jw_member_fn fn, void *ctx) {
         ;
       continue;
     }
-    if (p < n && s[p] == '}')
+    if (p < n && s[p] == close)
       break;
-    return false;
+    return JW_NONE;
   }
 done:
   w->pos = p + 1;
   if (fn)
     for (size_t i = 0; i < nm; i++)
-      fn(ctx, m[i].key, m[i].klen, 0, &m[i].v);
-  return true;
+      fn(ctx, m[i].key, m[i].klen, obj ? 0 : i, &m[i].v);
+  return obj ? JW_OBJECT : JW_ARRAY;
 }
 
 jw_type jw_piece(jwalk *w, jw_member_fn fn, void *ctx) {
@@ -1124,8 +1144,9 @@ jw_type jw_piece(jwalk *w, jw_member_fn fn, void *ctx) {
     return fail_at(w, start, "unexpected token"), JW_NONE;
   if (w->depth + 1 > JW_MAX_DEPTH)
     return fail_at(w, start, "maximum parsing depth reached"), JW_NONE;
-  if (piece_plain(w, fn, ctx))
-    return JW_OBJECT;
+  jw_type plain = piece_plain(w, fn, ctx);
+  if (plain != JW_NONE)
+    return plain;
   piece p;
   memset(&p, 0, sizeof p);
   p.w = w;

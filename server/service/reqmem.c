@@ -138,9 +138,9 @@ void rm_block_free(char *p, size_t size) {
   free(p);
 }
 
-/* The smallest kept block of at least n bytes (and at most twice n: a large
- * block stays for a large buffer), its share of the budget given back (the
- * taker reserves it for itself); NULL when none fits. */
+/* The smallest kept block of at least n bytes (and at most four times n: a
+ * large block stays for a large buffer), its share of the budget given back
+ * (the taker reserves it for itself); NULL when none fits. */
 static char *take_kept(size_t n, size_t *size) {
   if (!atomic_load(&kept_bytes))
     return NULL;
@@ -148,7 +148,7 @@ static char *take_kept(size_t n, size_t *size) {
   pthread_mutex_lock(&keep_mu);
   unsigned best = nkept;
   for (unsigned i = 0; i < nkept; i++)
-    if (kept[i].size >= n && kept[i].size / 2 <= n && (best == nkept || kept[i].size < kept[best].size))
+    if (kept[i].size >= n && kept[i].size / 4 <= n && (best == nkept || kept[i].size < kept[best].size))
       best = i;
   if (best < nkept) {
     p = kept[best].p;

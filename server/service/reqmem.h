@@ -90,7 +90,8 @@ char *rm_buf_take(rm_buf *b, size_t *size);
  * threads: about a fifth of the server's CPU at 1,000 native frames per
  * request (bench/README.md).  Such a block, once given back, is kept for the
  * next buffer that needs one that large (rm_buf_reserve takes the smallest
- * kept block that fits), up to RM_KEEP_SLOTS blocks and rm_keep_max() bytes
+ * kept block that fits, if it is at most four times what the buffer needs),
+ * up to RM_KEEP_SLOTS blocks and rm_keep_max() bytes
  * in all.  A kept block stays counted in the budget (rm_used), so busy and
  * kept blocks together never pass it; a reservation the budget would refuse
  * frees every kept block first.  A buffer of that size is not shrunk

@@ -93,7 +93,7 @@ TEST(grants) {
  * counted in the budget, up to their bound, and give way to a request the
  * budget could not take otherwise. */
 TEST(kept_blocks) {
-  rm_set_max(4 << 20);
+  rm_set_max(16 << 20);
   CHECK_EQ_U(rm_keep_max(), 0); /* none unless asked */
   rm_buf a = {0};
   CHECK(rm_buf_reserve(&a, 200000));
@@ -101,8 +101,8 @@ TEST(kept_blocks) {
   CHECK_EQ_U(rm_kept(), 0);
   CHECK_EQ_U(rm_used(), 0);
 
-  rm_keep_set_max(8 << 20); /* more than a quarter of the budget: a quarter */
-  CHECK_EQ_U(rm_keep_max(), 1 << 20);
+  rm_keep_set_max(64 << 20); /* more than a quarter of the budget: a quarter */
+  CHECK_EQ_U(rm_keep_max(), 4 << 20);
   /* a small block is never kept */
   CHECK(rm_buf_reserve(&a, 1000));
   rm_buf_free(&a);
@@ -128,33 +128,44 @@ TEST(kept_blocks) {
   CHECK(b.p == block && b.size == size);
   CHECK_EQ_U(rm_kept(), 0);
   CHECK_EQ_U(rm_used(), g.size);
-  /* one much smaller than the kept block does not take it */
   rm_buf_free(&b);
   CHECK_EQ_U(rm_kept(), size);
-  rm_buf c = {0};
-  CHECK(!rm_buf_adopt_kept(&c, size / 4));
-  CHECK(rm_buf_adopt_kept(&c, size / 2 + 1));
-  CHECK(c.p == block);
   /* growing into a kept block keeps what the buffer held */
   rm_buf d = {0};
   CHECK(rm_buf_append(&d, "abc", 3));
-  rm_buf_free(&c); /* kept again */
   CHECK(rm_buf_reserve(&d, RM_KEEP_MIN));
   CHECK(d.p == block && !memcmp(d.p, "abc", 3));
   rm_buf_free(&d);
   CHECK_EQ_U(rm_kept(), size);
+  /* a kept block more than four times what a buffer needs stays kept */
+  rm_buf big = {0};
+  CHECK(rm_buf_reserve(&big, 600000));
+  size_t bsize = big.size;
+  char *bblock = big.p;
+  rm_buf_free(&big);
+  CHECK_EQ_U(rm_kept(), size + bsize);
+  rm_buf c = {0};
+  CHECK(rm_buf_adopt_kept(&c, bsize / 4 - 1)); /* the smaller one fits that */
+  CHECK(c.p == block);
+  rm_buf c2 = {0};
+  CHECK(!rm_buf_adopt_kept(&c2, bsize / 4 - 1)); /* the big one is too big for it */
+  CHECK(rm_buf_adopt_kept(&c2, bsize / 4));
+  CHECK(c2.p == bblock);
+  rm_buf_free(&c);
+  rm_buf_free(&c2);
+  CHECK_EQ_U(rm_kept(), size + bsize);
   /* a block kept past the bound is freed */
   rm_buf e = {0};
-  CHECK(rm_buf_reserve(&e, (1 << 20) - 1000));
+  CHECK(rm_buf_reserve(&e, (4 << 20) - 1000));
   rm_buf_free(&e);
-  CHECK_EQ_U(rm_kept(), size); /* size + 1 MiB would pass the bound */
+  CHECK_EQ_U(rm_kept(), size + bsize);
   /* a reservation the budget could only take without the kept blocks
    * frees them */
   rm_grant_end(&g);
-  CHECK_EQ_U(rm_used(), size);
-  CHECK(rm_reserve((4 << 20) - 1000));
+  CHECK_EQ_U(rm_used(), size + bsize);
+  CHECK(rm_reserve((16 << 20) - 1000));
   CHECK_EQ_U(rm_kept(), 0);
-  rm_release((4 << 20) - 1000);
+  rm_release((16 << 20) - 1000);
   CHECK_EQ_U(rm_used(), 0);
   /* handed over and freed by its new owner */
   rm_buf f = {0};
