@@ -56,6 +56,7 @@ typedef struct {
   uint64_t max_answer_bytes;  /* largest answer body (bytes) */
   uint64_t max_inflight;
   uint64_t request_memory_max; /* bytes; 0: no budget */
+  uint64_t request_memory_keep; /* bytes of freed large request buffers kept for reuse */
   uint64_t request_workers;
   uint64_t http_threads;
   uint64_t max_connections;

@@ -317,21 +317,37 @@ void jsonw_strn(jsonw *w, const char *s, size_t n) {
   if (!s)
     n = 0;
   size_t c = jsonw__sep(w);
-  if (!n || plain_run((const unsigned char *)s, 0, n) == n) {
-    /* the common case, a name or a path with nothing to escape: one write */
-    char *p = room(w, c + n + 2);
-    if (!p)
-      return;
-    p[0] = ',';
-    p[c] = '"';
-    if (n)
-      memcpy(p + c + 1, s, n);
-    p[c + n + 1] = '"';
+  /* the common case, a name or a path with nothing to escape: copied as it
+   * is checked, eight bytes at a time (plain_run's test), into room asked
+   * for once (an escaped string is longer, so it needs that room too) */
+  char *p = room(w, c + n + 2);
+  if (!p)
+    return;
+  p[0] = ',';
+  char *q = p + c + 1;
+  q[-1] = '"';
+  const unsigned char *u = (const unsigned char *)s;
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  size_t i = 0;
+  while (n - i >= 8) {
+    uint64_t x;
+    memcpy(&x, u + i, 8);
+    uint64_t dq = x ^ (ones * '"'), bs = x ^ (ones * '\\');
+    if (((x - ones * 0x20) | (dq - ones) | (bs - ones) | x) & highs)
+      break;
+    memcpy(q + i, &x, 8);
+    i += 8;
+  }
+  while (i < n && plain[u[i]]) {
+    q[i] = (char)u[i];
+    i++;
+  }
+  if (i == n) {
+    q[n] = '"';
     w->len += c + n + 2;
     return;
   }
-  if (c)
-    put1(w, ',');
+  w->len += c; /* the comma stays; the string is written escaped */
   put_string(w, s, n);
 }
 
@@ -349,7 +365,13 @@ static inline unsigned ndigits(uint64_t v) {
   return n + (v >= 10) + (v >= 100) + (v >= 1000);
 }
 
-/* The separator (if due), a sign, the digits: written in place. */
+static const char two_digits[] = "00010203040506070809101112131415161718192021222324"
+                                 "25262728293031323334353637383940414243444546474849"
+                                 "50515253545556575859606162636465666768697071727374"
+                                 "75767778798081828384858687888990919293949596979899";
+
+/* The separator (if due), a sign, the digits: written in place, two digits
+ * at a time. */
 static void put_u64(jsonw *w, uint64_t v, bool neg) {
   size_t c = jsonw__sep(w), d = ndigits(v), n = c + neg + d;
   char *p = room(w, n);
@@ -358,10 +380,18 @@ static void put_u64(jsonw *w, uint64_t v, bool neg) {
   p[0] = ',';
   p[c] = '-';
   char *q = p + n;
-  do {
-    *--q = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
+  while (v >= 100) {
+    unsigned r = (unsigned)(v % 100);
+    v /= 100;
+    q -= 2;
+    memcpy(q, two_digits + 2 * r, 2);
+  }
+  if (v >= 10) {
+    q -= 2;
+    memcpy(q, two_digits + 2 * v, 2);
+  } else {
+    *--q = (char)('0' + v);
+  }
   w->len += n;
 }
 
@@ -375,9 +405,7 @@ void jsonw_int(jsonw *w, int64_t v) {
 void jsonw_uint(jsonw *w, uint64_t v) { put_u64(w, v, false); }
 
 void jsonw_hex(jsonw *w, uint64_t v, int width) {
-  unsigned digits = 1;
-  for (uint64_t x = v >> 4; x; x >>= 4)
-    digits++;
+  unsigned digits = v ? (unsigned)(67 - __builtin_clzll(v)) / 4 : 1; /* (bits + 3) / 4 */
   if (width > 16)
     width = 16;
   if (width > 0 && (unsigned)width > digits)

@@ -338,14 +338,19 @@ static bool answer_grow(void *ctx, char **buf, size_t *size, size_t need) {
   return true;
 }
 
-static void answer_begin(answer *an, const api *a, rm_grant *grant) {
+/* The answer's buffer for about nframes frames: a block kept from an earlier
+ * answer (reqmem.h) when one fits 160 bytes a frame, the least a native
+ * frame with a symbol takes; else it grows as it is written. */
+static void answer_begin(answer *an, const api *a, rm_grant *grant, size_t nframes) {
   memset(an, 0, sizeof *an);
   uint64_t max = a->cfg->max_answer_bytes ? a->cfg->max_answer_bytes : SIZE_MAX - 2;
   if (max > SIZE_MAX - 2)
     max = SIZE_MAX - 2;
   an->b.grant = grant;
   an->b.cap = (size_t)max + 1; /* and its NUL */
-  jsonw_init_grow(&an->w, (size_t)max, answer_grow, &an->b, NULL, 0);
+  if (nframes < SIZE_MAX / 160)
+    rm_buf_adopt_kept(&an->b, nframes * 160);
+  jsonw_init_grow(&an->w, (size_t)max, answer_grow, &an->b, an->b.p, an->b.size);
 }
 
 /* The answer as the response body, or why not: past max_answer_bytes a 400
@@ -648,7 +653,7 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
   rm_buf store = {0};
   store.grant = grant;
   answer an;
-  answer_begin(&an, a, grant);
+  answer_begin(&an, a, grant, res == RQ_OK ? q.nframes : 0);
   if (res != RQ_OK) {
     refuse(a, res, &err, out);
     goto done;
@@ -893,7 +898,7 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
   rm_buf store = {0}, keys = {0};
   store.grant = keys.grant = grant;
   answer an;
-  answer_begin(&an, a, grant);
+  answer_begin(&an, a, grant, res == RQ_OK ? q.nv5_frames : 0);
   if (res != RQ_OK) {
     refuse(a, res, &err, out);
     goto done;

@@ -312,14 +312,14 @@ typedef struct {
 
 static void free_sent_body(void *cls) {
   sent_body *sb = cls;
-  free(sb->body);
   rm_release(sb->charged);
+  rm_block_free(sb->body, sb->charged); /* kept for the next answer, if large */
   free(sb);
 }
 
 static void drop_answer(api_response *ar) {
-  free(ar->body);
   rm_release(ar->charged);
+  rm_block_free(ar->body, ar->charged);
   ar->body = NULL;
   ar->charged = 0;
 }
@@ -1000,6 +1000,7 @@ static void http_state(void *ctx, mt_http_state *out) {
   out->memory_peak = rm_peak();
   out->memory_max = rm_max();
   out->memory_refused = rm_refused();
+  out->memory_kept = rm_kept();
 }
 
 /* A new connection that has sent nothing stays with the kernel for about
@@ -1044,16 +1045,19 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   srv->cfg = cfg;
   id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
   rm_set_max(cfg->request_memory_max);
+  rm_keep_set_max(cfg->request_memory_keep);
 #ifdef __GLIBC__
   /* Request buffers (bodies, arrays, answers: 100 KiB to MiBs) are mapped
-   * and unmapped with each request, so that what the budget gives back
-   * leaves the process too.  Setting the threshold stops glibc from raising
-   * it after the first big free, which would keep every such buffer in its
-   * heaps, resident and out of the budget's count.  The download workers'
-   * parse arrays are the same case: without it bench/soak.py's resident
-   * memory grew 2 MiB a minute (36 to 97 MiB in 30 minutes) while the bytes
-   * malloc had handed out stayed flat, kept free in glibc's 16 arenas. */
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+   * and unmapped, so that what the budget gives back leaves the process too
+   * (but for the few blocks reqmem keeps for the next requests, which stay
+   * in the budget's count: request_memory_keep).  Setting the threshold
+   * stops glibc from raising it after the first big free, which would keep
+   * every such buffer in its heaps, resident and out of the budget's count.
+   * The download workers' parse arrays are the same case: without it
+   * bench/soak.py's resident memory grew 2 MiB a minute (36 to 97 MiB in 30
+   * minutes) while the bytes malloc had handed out stayed flat, kept free in
+   * glibc's 16 arenas. */
+  mallopt(M_MMAP_THRESHOLD, RM_KEEP_MIN);
 #endif
   srv->max_connections = fit_fd_limit((unsigned)cfg->max_connections);
   if (srv->max_connections <= cfg->max_inflight) {

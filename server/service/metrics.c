@@ -199,12 +199,16 @@ static void render_http_state(sbuf *b) {
             "pdbsym_request_memory_max_bytes %llu\n"
             "# HELP pdbsym_request_memory_refused_total Reservations the request memory budget refused (requests answered 503).\n"
             "# TYPE pdbsym_request_memory_refused_total counter\n"
-            "pdbsym_request_memory_refused_total %llu\n",
+            "pdbsym_request_memory_refused_total %llu\n"
+            "# HELP pdbsym_request_memory_kept_bytes Bytes of freed request buffers kept for the next requests (part of pdbsym_request_memory_bytes; request_memory_keep).\n"
+            "# TYPE pdbsym_request_memory_kept_bytes gauge\n"
+            "pdbsym_request_memory_kept_bytes %llu\n",
             h.connections, h.connections_max, (unsigned long long)h.evicted,
             (unsigned long long)h.refused, (unsigned long long)h.read_expired,
             (unsigned long long)h.write_expired, h.workers, h.workers_busy, h.queued,
             (unsigned long long)h.memory_used, (unsigned long long)h.memory_peak,
-            (unsigned long long)h.memory_max, (unsigned long long)h.memory_refused);
+            (unsigned long long)h.memory_max, (unsigned long long)h.memory_refused,
+            (unsigned long long)h.memory_kept);
 }
 
 char *mt_render(uint64_t cache_bytes, const engine_stats *es) {

@@ -35,6 +35,7 @@ typedef struct {
   uint64_t evicted, refused, read_expired, write_expired;
   unsigned workers, workers_busy, queued;
   uint64_t memory_used, memory_peak, memory_max, memory_refused;
+  uint64_t memory_kept; /* of memory_used: blocks kept for reuse */
 } mt_http_state;
 
 /* The function /metrics asks for that state (NULL: none; the series are then

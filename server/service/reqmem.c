@@ -3,6 +3,7 @@
  */
 #include "reqmem.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +14,13 @@ static _Atomic uint64_t used, peak, refused;
 void rm_set_max(uint64_t max_bytes) { atomic_store(&budget_max, max_bytes); }
 uint64_t rm_max(void) { return atomic_load(&budget_max); }
 
-bool rm_reserve(uint64_t n) {
+/* n more bytes in the count, unless that would pass the budget */
+static bool count(uint64_t n) {
   uint64_t max = atomic_load(&budget_max);
   uint64_t cur = atomic_load(&used);
   for (;;) {
-    if (n > UINT64_MAX - cur || (max && cur + n > max)) {
-      atomic_fetch_add(&refused, 1);
+    if (n > UINT64_MAX - cur || (max && cur + n > max))
       return false;
-    }
     if (atomic_compare_exchange_weak(&used, &cur, cur + n))
       break;
   }
@@ -28,6 +28,18 @@ bool rm_reserve(uint64_t n) {
   while (now > p && !atomic_compare_exchange_weak(&peak, &p, now)) {
   }
   return true;
+}
+
+static bool drop_kept(void);
+
+bool rm_reserve(uint64_t n) {
+  if (count(n))
+    return true;
+  /* kept blocks give way to the requests */
+  if (drop_kept() && count(n))
+    return true;
+  atomic_fetch_add(&refused, 1);
+  return false;
 }
 
 void rm_release(uint64_t n) { atomic_fetch_sub(&used, n); }
@@ -68,7 +80,104 @@ static void give(rm_grant *g, uint64_t n) {
     g->used -= n;
 }
 
+/* ---- kept blocks ----------------------------------------------------------------- */
+
+static pthread_mutex_t keep_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char *p;
+  size_t size;
+} kept[RM_KEEP_SLOTS];
+static unsigned nkept;          /* under keep_mu */
+static _Atomic uint64_t kept_bytes, keep_limit;
+
+uint64_t rm_kept(void) { return atomic_load(&kept_bytes); }
+uint64_t rm_keep_max(void) { return atomic_load(&keep_limit); }
+
+/* Frees every kept block and gives their share of the budget back; whether
+ * there were any. */
+static bool drop_kept(void) {
+  if (!atomic_load(&kept_bytes))
+    return false;
+  pthread_mutex_lock(&keep_mu);
+  bool any = nkept > 0;
+  while (nkept) {
+    nkept--;
+    free(kept[nkept].p);
+    atomic_fetch_sub(&kept_bytes, kept[nkept].size);
+    rm_release(kept[nkept].size);
+  }
+  pthread_mutex_unlock(&keep_mu);
+  return any;
+}
+
+void rm_keep_set_max(uint64_t bytes) {
+  uint64_t max = atomic_load(&budget_max);
+  if (max && bytes > max / 4)
+    bytes = max / 4;
+  atomic_store(&keep_limit, bytes);
+  drop_kept(); /* the next blocks are kept under the new bound */
+}
+
+void rm_block_free(char *p, size_t size) {
+  if (!p)
+    return;
+  if (size >= RM_KEEP_MIN && size <= atomic_load(&keep_limit)) {
+    pthread_mutex_lock(&keep_mu);
+    bool keep = nkept < RM_KEEP_SLOTS && atomic_load(&kept_bytes) + size <= atomic_load(&keep_limit) &&
+                count(size); /* the block's share of the budget, again */
+    if (keep) {
+      kept[nkept].p = p;
+      kept[nkept].size = size;
+      nkept++;
+      atomic_fetch_add(&kept_bytes, size);
+    }
+    pthread_mutex_unlock(&keep_mu);
+    if (keep)
+      return;
+  }
+  free(p);
+}
+
+/* The smallest kept block of at least n bytes (and at most four times n: a
+ * large block stays for a large buffer), its share of the budget given back
+ * (the taker reserves it for itself); NULL when none fits. */
+static char *take_kept(size_t n, size_t *size) {
+  if (!atomic_load(&kept_bytes))
+    return NULL;
+  char *p = NULL;
+  pthread_mutex_lock(&keep_mu);
+  unsigned best = nkept;
+  for (unsigned i = 0; i < nkept; i++)
+    if (kept[i].size >= n && kept[i].size / 4 <= n && (best == nkept || kept[i].size < kept[best].size))
+      best = i;
+  if (best < nkept) {
+    p = kept[best].p;
+    *size = kept[best].size;
+    kept[best] = kept[--nkept];
+    atomic_fetch_sub(&kept_bytes, *size);
+    rm_release(*size);
+  }
+  pthread_mutex_unlock(&keep_mu);
+  return p;
+}
+
 /* ---- buffers ------------------------------------------------------------------ */
+
+bool rm_buf_adopt_kept(rm_buf *b, size_t n) {
+  if (b->p || b->failed || n < RM_KEEP_MIN || (b->cap && n > b->cap))
+    return false;
+  size_t size;
+  char *k = take_kept(n, &size);
+  if (!k)
+    return false;
+  if ((b->cap && size > b->cap) || !take(b->grant, size)) {
+    free(k);
+    return false;
+  }
+  b->p = k;
+  b->size = size;
+  return true;
+}
 
 bool rm_buf_reserve(rm_buf *b, size_t n) {
   if (b->failed)
@@ -86,6 +195,24 @@ bool rm_buf_reserve(rm_buf *b, size_t n) {
     size = size > SIZE_MAX / 2 ? n : size < (1u << 20) ? size * 2 : size + size / 4;
   if (b->cap && size > b->cap)
     size = b->cap;
+  if (size >= RM_KEEP_MIN) {
+    size_t ksize;
+    char *k = take_kept(size, &ksize);
+    if (k) {
+      if (!take(b->grant, ksize)) {
+        free(k);
+        b->failed = true;
+        return false;
+      }
+      if (b->p) /* what the buffer holds (a writer may have filled past len) */
+        memcpy(k, b->p, b->size);
+      give(b->grant, b->size);
+      rm_block_free(b->p, b->size);
+      b->p = k;
+      b->size = ksize;
+      return true;
+    }
+  }
   /* the new block is reserved before it exists, the old one given back only
    * once it is gone: during realloc both may be resident */
   if (!take(b->grant, size)) {
@@ -113,7 +240,7 @@ bool rm_buf_append(rm_buf *b, const void *data, size_t n) {
 }
 
 void rm_buf_shrink(rm_buf *b) {
-  if (b->failed || b->len == b->size || !b->len)
+  if (b->failed || b->len == b->size || !b->len || b->size >= RM_KEEP_MIN)
     return;
   char *p = realloc(b->p, b->len);
   if (!p)
@@ -124,8 +251,8 @@ void rm_buf_shrink(rm_buf *b) {
 }
 
 void rm_buf_free(rm_buf *b) {
-  free(b->p);
   give(b->grant, b->size);
+  rm_block_free(b->p, b->size);
   memset(b, 0, sizeof *b);
 }
 

@@ -71,13 +71,45 @@ typedef struct {
 bool rm_buf_append(rm_buf *b, const void *data, size_t n);
 /* Makes room for at least n bytes in total (reserving them); false as above. */
 bool rm_buf_reserve(rm_buf *b, size_t n);
-/* Gives back what the buffer holds beyond its length (realloc to fit). */
+/* Gives back what the buffer holds beyond its length (realloc to fit), but
+ * for a block that would be kept (RM_KEEP_MIN or more). */
 void rm_buf_shrink(rm_buf *b);
 /* Frees the buffer and gives its reservation back; b is zeroed. */
 void rm_buf_free(rm_buf *b);
 /* Hands the memory over to a new owner: returns the block (*size gets its
- * reservation, which the owner gives back with rm_release when it frees
- * it) and leaves b empty.  A grant's share of it leaves the grant. */
+ * reservation, which the owner gives back with rm_release when it is done
+ * with it, and then the block with rm_block_free) and leaves b empty.  A
+ * grant's share of it leaves the grant. */
 char *rm_buf_take(rm_buf *b, size_t *size);
+
+/* ---- kept blocks --------------------------------------------------------------
+ * A buffer of RM_KEEP_MIN bytes or more (answers of a few hundred frames and
+ * up, large bodies and arrays) is mapped by malloc (http.c sets its
+ * M_MMAP_THRESHOLD to that), so each new one costs the server its page
+ * faults and each free an unmapping, a TLB shootdown across the process's
+ * threads: about a fifth of the server's CPU at 1,000 native frames per
+ * request (bench/README.md).  Such a block, once given back, is kept for the
+ * next buffer that needs one that large (rm_buf_reserve takes the smallest
+ * kept block that fits, if it is at most four times what the buffer needs),
+ * up to RM_KEEP_SLOTS blocks and rm_keep_max() bytes
+ * in all.  A kept block stays counted in the budget (rm_used), so busy and
+ * kept blocks together never pass it; a reservation the budget would refuse
+ * frees every kept block first.  A buffer of that size is not shrunk
+ * (rm_buf_shrink), so that its block is whole when it comes back. */
+#define RM_KEEP_MIN (128 * 1024)
+#define RM_KEEP_SLOTS 32
+
+/* Bytes of blocks to keep (request_memory_keep), at most a quarter of the
+ * budget when there is one; 0: none (blocks kept now are freed). */
+void rm_keep_set_max(uint64_t bytes);
+uint64_t rm_keep_max(void);
+/* An empty buffer starts with a kept block of at least n bytes, if there is
+ * one (true); else nothing changes (false), the buffer grows as usual. */
+bool rm_buf_adopt_kept(rm_buf *b, size_t n);
+/* Bytes kept now (they are part of rm_used). */
+uint64_t rm_kept(void);
+/* A block of size bytes that holds no reservation any more (its owner gave
+ * it back): kept, or freed. */
+void rm_block_free(char *p, size_t size);
 
 #endif

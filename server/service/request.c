@@ -10,14 +10,18 @@
  * in the one walk wherever they are; what needs both (the module index, the
  * RVA from instruction_addr, return addresses) is settled once the walk is
  * over (place_frames).
+ *
+ * Each frame, module and memoryMap entry is one jw_piece: its members come
+ * out of the walker one by one and the fields the contract names are kept
+ * (frame_field, kept_value), then checked in the contract's order once the
+ * piece is whole, so an entry's problem does not depend on its keys' order
+ * either.  No jansson tree is built.
  */
 #include "request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <jansson.h>
 
 #include "jwalk.h"
 
@@ -59,31 +63,42 @@ const char *rq_why_text(uint16_t why) { return why < WHY__COUNT ? why_text[why] 
 
 typedef enum { NUM_OK, NUM_BAD, NUM_RANGE } num_result;
 
-static num_result get_number(const json_t *v, uint64_t max, uint64_t *out) {
-  if (json_is_integer(v)) {
-    json_int_t i = json_integer_value(v);
-    if (i < 0 || (uint64_t)i > max)
-      return NUM_RANGE;
-    *out = (uint64_t)i;
-    return NUM_OK;
-  }
-  if (!json_is_string(v))
-    return NUM_BAD;
-  const char *s = json_string_value(v);
-  size_t n = json_string_length(v);
+static num_result int_number(int64_t i, uint64_t max, uint64_t *out) {
+  if (i < 0 || (uint64_t)i > max)
+    return NUM_RANGE;
+  *out = (uint64_t)i;
+  return NUM_OK;
+}
+
+/* a hex digit's value, -1 for other bytes */
+static const signed char hex_digit[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -1, -1, -1, -1, -1,
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+
+/* A string's bytes (s, n) as "0x" and hex digits. */
+static num_result hex_number(const char *s, size_t n, uint64_t max, uint64_t *out) {
   if (n < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
     return NUM_BAD;
   uint64_t acc = 0;
   bool over = false;
   for (size_t i = 2; i < n; i++) {
-    int c = (unsigned char)s[i], d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F')
-      d = c - 'A' + 10;
-    else
+    int d = hex_digit[(unsigned char)s[i]];
+    if (d < 0)
       return NUM_BAD;
     if (acc > (UINT64_MAX >> 4))
       over = true;
@@ -94,6 +109,70 @@ static num_result get_number(const json_t *v, uint64_t max, uint64_t *out) {
   *out = acc;
   return NUM_OK;
 }
+
+/* A scalar of the walk (jwalk.h) as a number: a JSON integer, or a "0x" hex
+ * string; NUM_RANGE past max (or negative). */
+static num_result scalar_number(const jw_val *v, uint64_t max, uint64_t *out) {
+  if (v->type == JW_INTEGER)
+    return int_number(v->i, max, out);
+  if (v->type != JW_STRING)
+    return NUM_BAD;
+  return hex_number(v->s, v->n, max, out);
+}
+
+/* ---- members of a piece, as a reader keeps them ------------------------------- */
+
+/* A member (or element) that jw_piece handed out, kept for reading once
+ * the piece is whole: its type, what scalar_number makes of it, and a string's
+ * bytes, copied (NUL-terminated) into the reader's texts. */
+typedef struct {
+  bool given;
+  jw_type type;
+  num_result nr; /* scalar_number(v, UINT64_MAX) */
+  uint64_t v;    /* NUM_OK: the number */
+  size_t str;    /* JW_STRING: its offset in the texts */
+  size_t len;    /* and its length */
+} kept_value;
+
+/* The texts of the kept strings: one buffer, emptied for each piece,
+ * bounded by the largest piece. */
+typedef struct {
+  char *p;
+  size_t len, cap;
+  bool oom; /* a copy did not fit: the request gets the budget's answer */
+} kept_texts;
+
+static void keep(kept_texts *t, kept_value *k, const jw_val *v) {
+  k->given = true;
+  k->type = v->type;
+  k->nr = scalar_number(v, UINT64_MAX, &k->v);
+  if (v->type != JW_STRING)
+    return;
+  if (v->n + 1 > t->cap - t->len) {
+    size_t ncap = t->cap ? t->cap : 256;
+    while (ncap - t->len < v->n + 1)
+      ncap *= 2;
+    char *b = realloc(t->p, ncap);
+    if (!b) {
+      t->oom = true;
+      k->type = JW_NULL; /* never read: the request fails */
+      return;
+    }
+    t->p = b;
+    t->cap = ncap;
+  }
+  k->str = t->len;
+  k->len = v->n;
+  memcpy(t->p + t->len, v->s, v->n);
+  t->p[t->len + v->n] = '\0';
+  t->len += v->n + 1;
+}
+
+/* A kept string (NUL-terminated). */
+static const char *kept_str(const kept_texts *t, const kept_value *k) { return t->p + k->str; }
+
+/* Whether a member was given and is not null. */
+static bool kept_set(const kept_value *k) { return k->given && k->type != JW_NULL; }
 
 /* ---- errors --------------------------------------------------------------------- */
 
@@ -129,21 +208,6 @@ static rq_result bad_json(rq_error *out, const jwalk *w) {
   snprintf(out->field, sizeof out->field, "%s", "");
   snprintf(out->msg, sizeof out->msg, "invalid JSON: %s", w->error);
   return RQ_BAD;
-}
-
-/* The string of a JSON string without NUL bytes, else NULL. */
-static const char *given_string(const json_t *v) {
-  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-    return NULL;
-  return json_string_value(v);
-}
-
-/* A file name from a JSON string (module.h's rules); a NUL inside the string
- * is refused too (why is then NULL: rq_reason names it). */
-static bool parse_name(const json_t *s, char out[MODULE_NAME_MAX + 1], const char **why) {
-  *why = NULL;
-  return given_string(s) &&
-         module_parse_file_name(json_string_value(s), out, MODULE_NAME_MAX + 1, why);
 }
 
 /* ---- growing arrays in the budget -------------------------------------------------- */
@@ -216,24 +280,54 @@ static void module_invalid(mod_problem *p, size_t i, const char *sfx, const char
   snprintf(p->why, sizeof p->why, "%s%s", msg, detail ? detail : "");
 }
 
-/* One entry of "modules".  Nothing in it fails the request: a bad field
- * makes the module invalid, with its texts kept in r's names; false only
- * when the budget cannot take those. */
-static bool parse_module(rq_request *r, const json_t *m, size_t i, rq_module *out) {
+/* A module entry's members (jw_piece) */
+enum { MF_FORMAT, MF_DEBUG_FILE, MF_DEBUG_ID, MF_CODE_FILE, MF_CODE_ID, MF_IMAGE_ADDR, MF_IMAGE_SIZE, MF__COUNT };
+
+typedef struct {
+  kept_value f[MF__COUNT];
+  kept_texts *texts;
+} module_fields;
+
+static void module_member(void *ctx, const char *key, size_t klen, size_t index, const jw_val *v) {
+  (void)index;
+  module_fields *mf = ctx;
+  int which = -1;
+  switch (klen) {
+  case 6: which = !memcmp(key, "format", 6) ? MF_FORMAT : -1; break;
+  case 7: which = !memcmp(key, "code_id", 7) ? MF_CODE_ID : -1; break;
+  case 8: which = !memcmp(key, "debug_id", 8) ? MF_DEBUG_ID : -1; break;
+  case 9: which = !memcmp(key, "code_file", 9) ? MF_CODE_FILE : -1; break;
+  case 10:
+    which = !memcmp(key, "debug_file", 10)   ? MF_DEBUG_FILE
+            : !memcmp(key, "image_addr", 10) ? MF_IMAGE_ADDR
+            : !memcmp(key, "image_size", 10) ? MF_IMAGE_SIZE
+                                             : -1;
+    break;
+  default: break;
+  }
+  if (which >= 0)
+    keep(mf->texts, &mf->f[which], v);
+}
+
+/* One entry of "modules" (of type type, its members in mf).  Nothing in it
+ * fails the request: a bad field makes the module invalid, with its texts
+ * kept in r's names; false only when the budget cannot take those. */
+static bool parse_module(rq_request *r, jw_type type, const module_fields *mf, size_t i, rq_module *out) {
   const char *f; /* the field at fault after "modules[i]" */
   const char *why = NULL;
+  const kept_texts *t = mf->texts;
   mod_problem p;
   p.invalid = false;
   memset(out, 0, sizeof *out);
   out->field_off = out->why_off = out->gfile_off = out->gid_off = RQ_NO_TEXT;
-  if (!json_is_object(m)) {
+  if (type != JW_OBJECT) {
     module_invalid(&p, i, "", "a module must be an object", NULL);
     goto texts;
   }
-  const json_t *fm = json_object_get(m, "format");
+  const kept_value *fm = &mf->f[MF_FORMAT];
   f = ".format";
-  if (fm && !json_is_null(fm)) {
-    const char *s = json_is_string(fm) ? json_string_value(fm) : "";
+  if (kept_set(fm)) {
+    const char *s = fm->type == JW_STRING ? kept_str(t, fm) : "";
     if (!strcmp(s, "windows"))
       out->id.format = ST_FORMAT_WINDOWS;
     else if (!strcmp(s, "portable"))
@@ -241,90 +335,84 @@ static bool parse_module(rq_request *r, const json_t *m, size_t i, rq_module *ou
     else
       module_invalid(&p, i, f, "format must be \"windows\" or \"portable\"", NULL);
   }
-  const json_t *df = json_object_get(m, "debug_file");
+  /* (a string with a NUL byte cannot come: jansson's rules refuse \u0000) */
+  const kept_value *df = &mf->f[MF_DEBUG_FILE];
   f = ".debug_file";
-  if (!df)
+  if (!df->given)
     module_invalid(&p, i, f, "debug_file is required", NULL);
-  else if (!json_is_string(df))
+  else if (df->type != JW_STRING)
     module_invalid(&p, i, f, "debug_file must be a string", NULL);
-  else if (!parse_name(df, out->id.debug_file, &why))
+  else if (!module_parse_file_name(kept_str(t, df), out->id.debug_file, MODULE_NAME_MAX + 1, &why))
     module_invalid(&p, i, f, "invalid debug_file: ", rq_reason(why));
-  const json_t *di = json_object_get(m, "debug_id");
+  const kept_value *di = &mf->f[MF_DEBUG_ID];
   f = ".debug_id";
-  if (!di)
+  if (!di->given)
     module_invalid(&p, i, f, "debug_id is required", NULL);
-  else if (!json_is_string(di))
+  else if (di->type != JW_STRING)
     module_invalid(&p, i, f, "debug_id must be a string", NULL);
-  else if (!given_string(di))
-    module_invalid(&p, i, f, "invalid debug_id: contains a NUL byte", NULL);
-  else if (!p.invalid && !module_set_debug_id(&out->id, json_string_value(di), &why))
+  else if (!p.invalid && !module_set_debug_id(&out->id, kept_str(t, di), &why))
     module_invalid(&p, i, f, "invalid debug_id: ", rq_reason(why));
   else if (!p.invalid) {
     uint8_t g[16];
     uint32_t age;
     bool has_age = true;
-    module_parse_debug_id_ex(json_string_value(di), g, &age, &has_age, NULL);
+    module_parse_debug_id_ex(kept_str(t, di), g, &age, &has_age, NULL);
     out->no_age = !has_age;
   }
-  const json_t *cf = json_object_get(m, "code_file");
+  const kept_value *cf = &mf->f[MF_CODE_FILE];
   f = ".code_file";
-  if (cf && !json_is_null(cf)) {
-    if (!json_is_string(cf))
+  if (kept_set(cf)) {
+    if (cf->type != JW_STRING)
       module_invalid(&p, i, f, "code_file must be a string", NULL);
-    else if (!parse_name(cf, out->id.code_file, &why))
+    else if (!module_parse_file_name(kept_str(t, cf), out->id.code_file, MODULE_NAME_MAX + 1, &why))
       module_invalid(&p, i, f, "invalid code_file: ", rq_reason(why));
   }
-  const json_t *ci = json_object_get(m, "code_id");
+  const kept_value *ci = &mf->f[MF_CODE_ID];
   f = ".code_id";
-  if (ci && !json_is_null(ci)) {
-    if (!given_string(ci))
+  if (kept_set(ci)) {
+    if (ci->type != JW_STRING)
       module_invalid(&p, i, f, "code_id must be a string", NULL);
-    else if (!module_parse_code_id(json_string_value(ci), &out->id.code_timestamp,
-                                   &out->id.code_size, &why))
+    else if (!module_parse_code_id(kept_str(t, ci), &out->id.code_timestamp, &out->id.code_size, &why))
       module_invalid(&p, i, f, "invalid code_id: ", rq_reason(why));
     else {
       out->id.has_code_id = true;
       /* the casing the request spells: stores are probed in it too */
-      snprintf(out->id.code_id_text, sizeof out->id.code_id_text, "%s", json_string_value(ci));
+      snprintf(out->id.code_id_text, sizeof out->id.code_id_text, "%s", kept_str(t, ci));
     }
   }
-  const json_t *ia = json_object_get(m, "image_addr");
-  const json_t *is = json_object_get(m, "image_size");
-  uint64_t v = 0;
+  const kept_value *ia = &mf->f[MF_IMAGE_ADDR];
+  const kept_value *is = &mf->f[MF_IMAGE_SIZE];
   f = ".image_addr";
-  if (ia && !json_is_null(ia)) {
-    num_result nr = get_number(ia, UINT64_MAX, &v);
-    if (nr == NUM_BAD)
+  if (kept_set(ia)) {
+    if (ia->nr == NUM_BAD)
       module_invalid(&p, i, f, "image_addr must be an integer or a 0x hex string", NULL);
-    else if (nr == NUM_RANGE)
+    else if (ia->nr == NUM_RANGE)
       module_invalid(&p, i, f, "image_addr is negative or wider than 64 bits", NULL);
     else
-      out->has_image = true, out->image_addr = v;
+      out->has_image = true, out->image_addr = ia->v;
   }
   f = ".image_size";
-  if (is && !json_is_null(is)) {
-    num_result nr = get_number(is, UINT64_MAX, &v);
-    if (nr == NUM_BAD)
+  if (kept_set(is)) {
+    if (is->nr == NUM_BAD)
       module_invalid(&p, i, f, "image_size must be an integer or a 0x hex string", NULL);
-    else if (nr == NUM_RANGE || v == 0)
+    else if (is->nr == NUM_RANGE || is->v == 0)
       module_invalid(&p, i, f, "image_size must be from 1 to 2^64 - 1", NULL);
-    else if (!(ia && !json_is_null(ia)))
+    else if (!kept_set(ia))
       module_invalid(&p, i, f, "image_size without image_addr", NULL);
-    else if (out->has_image && v > UINT64_MAX - out->image_addr)
+    else if (out->has_image && is->v > UINT64_MAX - out->image_addr)
       module_invalid(&p, i, f, "image_addr + image_size is past 2^64", NULL);
     else
-      out->image_size = v;
+      out->image_size = is->v;
   }
 texts:
   if (!p.invalid)
     return true;
   /* what its answer says: the fields as given, the problem and where */
   out->invalid = true;
-  const json_t *gf = json_is_object(m) ? json_object_get(m, "debug_file") : NULL;
-  const json_t *gi = json_is_object(m) ? json_object_get(m, "debug_id") : NULL;
+  bool obj = type == JW_OBJECT;
   return put_text(r, p.field, &out->field_off) && put_text(r, p.why, &out->why_off) &&
-         (!json_is_string(gf) || put_text(r, json_string_value(gf), &out->gfile_off)) &&
-         (!json_is_string(gi) || put_text(r, json_string_value(gi), &out->gid_off));
+         (!(obj && df->given && df->type == JW_STRING) || put_text(r, kept_str(t, df), &out->gfile_off)) &&
+         (!(obj && di->given && di->type == JW_STRING) || put_text(r, kept_str(t, di), &out->gid_off));
 }
 
 /* ---- POST /symbolicate: one frame --------------------------------------------------------- */
@@ -342,25 +430,73 @@ static bool frame_fail(rq_error *e, size_t i, const char *sfx, const char *msg) 
   return fail(e, f, msg, NULL);
 }
 
-static bool parse_frame(const json_t *fr, size_t i, rq_frame *out, rq_error *err) {
+/* A frame's members as jw_piece hands them out: for each field the frame
+ * reads, whether it is there, its type and what scalar_number makes of it. */
+enum { FF_MODULE, FF_RVA, FF_IADDR, FF_TOKEN, FF_ADJUST, FF_STACK, FF_IL, FF__COUNT };
+
+typedef struct {
+  bool given;
+  jw_type type;
+  num_result nr; /* scalar_number(v, UINT64_MAX) */
+  uint64_t v;    /* NUM_OK: the number */
+} frame_field;
+
+typedef struct {
+  frame_field f[FF__COUNT];
+} frame_fields;
+
+static void frame_member(void *ctx, const char *key, size_t klen, size_t index, const jw_val *v) {
+  (void)index;
+  frame_fields *ff = ctx;
+  int which = -1;
+  switch (klen) {
+  case 3: which = !memcmp(key, "rva", 3) ? FF_RVA : -1; break;
+  case 5: which = !memcmp(key, "token", 5) ? FF_TOKEN : !memcmp(key, "stack", 5) ? FF_STACK : -1; break;
+  case 6: which = !memcmp(key, "module", 6) ? FF_MODULE : -1; break;
+  case 9: which = !memcmp(key, "il_offset", 9) ? FF_IL : -1; break;
+  case 16: which = !memcmp(key, "instruction_addr", 16) ? FF_IADDR : -1; break;
+  case 23: which = !memcmp(key, "adjust_instruction_addr", 23) ? FF_ADJUST : -1; break;
+  default: break;
+  }
+  if (which < 0)
+    return;
+  frame_field *f = &ff->f[which];
+  f->given = true;
+  f->type = v->type;
+  f->nr = scalar_number(v, UINT64_MAX, &f->v);
+}
+
+/* scalar_number(field, max, out) from what frame_member kept */
+static num_result field_number(const frame_field *f, uint64_t max, uint64_t *out) {
+  if (f->nr != NUM_OK)
+    return f->nr;
+  if (f->v > max)
+    return NUM_RANGE;
+  *out = f->v;
+  return NUM_OK;
+}
+
+/* A frame of type type (jw_piece's) with the fields ff into out; false
+ * (err set) when it fails the request. */
+static bool parse_frame(jw_type type, const frame_fields *ff, size_t i, rq_frame *out, rq_error *err) {
   memset(out, 0, sizeof *out);
   out->adjust = -1;
-  if (!json_is_object(fr))
+  if (type != JW_OBJECT)
     return frame_fail(err, i, "", "a frame must be an object");
   uint64_t v = 0;
-  const json_t *mo = json_object_get(fr, "module");
-  if (!mo)
+  const frame_field *mo = &ff->f[FF_MODULE];
+  if (!mo->given)
     return frame_fail(err, i, ".module", "module is required");
-  num_result r = get_number(mo, UINT32_MAX, &v);
+  num_result r = field_number(mo, UINT32_MAX, &v);
   if (r == NUM_BAD)
     return frame_fail(err, i, ".module", "module must be an integer or a 0x hex string");
   if (r == NUM_OK) {
     out->module = (uint32_t)v;
     out->flags |= RQ_F_INDEX_OK;
   }
-  const json_t *rva = json_object_get(fr, "rva");
-  const json_t *ia = json_object_get(fr, "instruction_addr");
-  const json_t *tok = json_object_get(fr, "token");
+  const frame_field *rva = ff->f[FF_RVA].given ? &ff->f[FF_RVA] : NULL;
+  const frame_field *ia = ff->f[FF_IADDR].given ? &ff->f[FF_IADDR] : NULL;
+  const frame_field *tok = ff->f[FF_TOKEN].given ? &ff->f[FF_TOKEN] : NULL;
   int given = (rva != NULL) + (ia != NULL) + (tok != NULL);
   if (given > 1)
     return frame_fail(err, i, "",
@@ -369,19 +505,19 @@ static bool parse_frame(const json_t *fr, size_t i, rq_frame *out, rq_error *err
     return frame_fail(
         err, i, "",
         "a frame needs rva or instruction_addr (native), or token and il_offset (managed)");
-  const json_t *adj = json_object_get(fr, "adjust_instruction_addr");
-  if (adj && !json_is_null(adj)) {
-    if (!json_is_boolean(adj))
+  const frame_field *adj = &ff->f[FF_ADJUST];
+  if (adj->given && adj->type != JW_NULL) {
+    if (adj->type != JW_TRUE && adj->type != JW_FALSE)
       return frame_fail(err, i, ".adjust_instruction_addr",
                         "adjust_instruction_addr must be true or false");
-    out->adjust = json_is_true(adj) ? 1 : 0;
+    out->adjust = adj->type == JW_TRUE ? 1 : 0;
   }
-  const json_t *stk = json_object_get(fr, "stack");
-  if (stk && !json_is_null(stk) && get_number(stk, UINT64_MAX, &out->stack) != NUM_OK)
+  const frame_field *stk = &ff->f[FF_STACK];
+  if (stk->given && stk->type != JW_NULL && field_number(stk, UINT64_MAX, &out->stack) != NUM_OK)
     return frame_fail(err, i, ".stack", "stack must be a non-negative integer");
   if (rva || ia) {
     out->kind = RQ_NATIVE;
-    r = get_number(rva ? rva : ia, UINT64_MAX, &v);
+    r = field_number(rva ? rva : ia, UINT64_MAX, &v);
     if (r == NUM_BAD)
       return rva ? frame_fail(err, i, ".rva", "rva must be an integer or a 0x hex string")
                  : frame_fail(err, i, ".instruction_addr",
@@ -406,16 +542,16 @@ static bool parse_frame(const json_t *fr, size_t i, rq_frame *out, rq_error *err
     return true;
   }
   out->kind = RQ_MANAGED;
-  r = get_number(tok, UINT64_MAX, &v);
+  r = field_number(tok, UINT64_MAX, &v);
   if (r == NUM_BAD)
     return frame_fail(err, i, ".token", "token must be an integer or a 0x hex string");
   out->rva = r == NUM_OK ? v : 0;
   if (r == NUM_RANGE || v > UINT32_MAX || (v >> 24) != 0x06)
     frame_invalid(out, WHY_TOKEN);
-  const json_t *il = json_object_get(fr, "il_offset");
-  if (!il)
+  const frame_field *il = &ff->f[FF_IL];
+  if (!il->given)
     return frame_fail(err, i, ".il_offset", "a managed frame needs il_offset");
-  r = get_number(il, UINT64_MAX, &v);
+  r = field_number(il, UINT64_MAX, &v);
   if (r == NUM_BAD)
     return frame_fail(err, i, ".il_offset", "il_offset must be an integer or a 0x hex string");
   out->aux = r == NUM_OK ? v : 0;
@@ -541,6 +677,7 @@ typedef struct {
   rq_error ferr;
   /* the request's own fields */
   bool timeout_bad, adjust_bad;
+  kept_texts texts; /* of the module being read */
 } sym_walk;
 
 /* Walks the "frames" array at the cursor, checking each frame (up to the
@@ -555,19 +692,20 @@ static void sym_frames(sym_walk *s, jwalk *w) {
     if (!store) {
       jw_skip(w);
     } else {
-      json_t *v = jw_value(w);
-      if (!v)
+      frame_fields ff;
+      memset(&ff, 0, sizeof ff);
+      jw_type t = jw_piece(w, frame_member, &ff);
+      if (t == JW_NONE)
         break;
       if (!room(&s->r->frames_b, i + 1, sizeof(rq_frame))) {
         s->budget = true;
       } else {
         s->r->frames = (rq_frame *)(void *)s->r->frames_b.p;
-        if (parse_frame(v, i, &s->r->frames[i], &s->ferr))
+        if (parse_frame(t, &ff, i, &s->r->frames[i], &s->ferr))
           s->r->nframes = i + 1;
         else
           s->frame_err = true;
       }
-      json_decref(v);
     }
     i++;
   }
@@ -584,35 +722,39 @@ static void sym_modules(sym_walk *s, jwalk *w) {
     if (!store) {
       jw_skip(w);
     } else {
-      json_t *v = jw_value(w);
-      if (!v)
+      module_fields mf;
+      memset(&mf, 0, sizeof mf);
+      mf.texts = &s->texts;
+      s->texts.len = 0;
+      jw_type t = jw_piece(w, module_member, &mf);
+      if (t == JW_NONE)
         break;
-      if (!room(&s->r->mods_b, i + 1, sizeof(rq_module))) {
+      if (s->texts.oom || !room(&s->r->mods_b, i + 1, sizeof(rq_module))) {
         s->budget = true;
       } else {
         s->r->mods = (rq_module *)(void *)s->r->mods_b.p;
-        if (parse_module(s->r, v, i, &s->r->mods[i]))
+        if (parse_module(s->r, t, &mf, i, &s->r->mods[i]))
           s->r->nmods = i + 1;
         else
           s->budget = true;
       }
-      json_decref(v);
     }
     i++;
   }
   s->nmods = i;
 }
 
-/* A request-level scalar at the cursor: its tree, or NULL (with *bad set)
- * when it is an object or array, which is skipped. */
-static json_t *scalar(jwalk *w, bool *bad) {
+/* A request-level scalar at the cursor: true with *v, or false (with *bad
+ * set when it is an object or array, which is skipped; unset on an error of
+ * the walk). */
+static bool scalar(jwalk *w, bool *bad, jw_val *v) {
   int t = jw_peek(w);
   if (t == '{' || t == '[') {
     jw_skip(w);
     *bad = true;
-    return NULL;
+    return false;
   }
-  return jw_value(w);
+  return jw_scalar(w, v);
 }
 
 rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *lim, rm_grant *grant,
@@ -640,54 +782,52 @@ rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *li
     return res;
   }
   jw_object_begin(&w);
-  json_t *key;
-  while (jw_object_next(&w, &key) == 1) {
-    const char *k = json_string_value(key);
-    size_t kl = json_string_length(key);
-    if (kl == 7 && !strcmp(k, "modules")) {
+  const char *k;
+  size_t kl;
+  while (jw_object_next(&w, &k, &kl) == 1) {
+    if (kl == 7 && !memcmp(k, "modules", 7)) {
       s.mods_seen = true;
       s.mods_array = jw_peek(&w) == '[';
       if (s.mods_array)
         sym_modules(&s, &w);
       else
         jw_skip(&w);
-    } else if (kl == 6 && !strcmp(k, "frames")) {
+    } else if (kl == 6 && !memcmp(k, "frames", 6)) {
       s.frames_seen = true;
       s.frames_array = jw_peek(&w) == '[';
       if (s.frames_array)
         sym_frames(&s, &w);
       else
         jw_skip(&w);
-    } else if (kl == 7 && !strcmp(k, "timeout")) {
-      json_t *v = scalar(&w, &s.timeout_bad);
-      if (v && !json_is_null(v)) {
-        double d = json_is_number(v) ? json_number_value(v) : -1;
-        if (!json_is_number(v) || d < 0 || d != d)
+    } else if (kl == 7 && !memcmp(k, "timeout", 7)) {
+      jw_val v;
+      if (scalar(&w, &s.timeout_bad, &v) && v.type != JW_NULL) {
+        bool number = v.type == JW_INTEGER || v.type == JW_REAL;
+        double d = v.type == JW_INTEGER ? (double)v.i : number ? v.d : -1;
+        if (!number || d < 0 || d != d)
           s.timeout_bad = true;
         else {
           out->has_timeout = true;
           out->timeout = d;
         }
       }
-      json_decref(v);
-    } else if (kl == 27 && !strcmp(k, "instruction_addr_adjustment")) {
-      json_t *v = scalar(&w, &s.adjust_bad);
-      if (v && !json_is_null(v)) {
-        const char *m = json_is_string(v) ? json_string_value(v) : "";
-        if (!strcmp(m, "none"))
+    } else if (kl == 27 && !memcmp(k, "instruction_addr_adjustment", 27)) {
+      jw_val v;
+      if (scalar(&w, &s.adjust_bad, &v) && v.type != JW_NULL) {
+        const char *m = v.type == JW_STRING ? v.s : "";
+        size_t ml = v.type == JW_STRING ? v.n : 0;
+        if (ml == 4 && !memcmp(m, "none", 4))
           out->adjust = RQ_ADJ_NONE;
-        else if (!strcmp(m, "all_but_first"))
+        else if (ml == 13 && !memcmp(m, "all_but_first", 13))
           out->adjust = RQ_ADJ_ALL_BUT_FIRST;
-        else if (!strcmp(m, "all"))
+        else if (ml == 3 && !memcmp(m, "all", 3))
           out->adjust = RQ_ADJ_ALL;
         else
           s.adjust_bad = true;
       }
-      json_decref(v);
     } else {
       jw_skip(&w);
     }
-    json_decref(key);
   }
   if (w.failed || !jw_finish(&w)) {
     res = bad_json(err, &w);
@@ -736,6 +876,7 @@ rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *li
     res = RQ_BUDGET;
 done:
   jw_free(&w);
+  free(s.texts.p);
   if (res == RQ_OK)
     shrink(out);
   return res;
@@ -756,11 +897,53 @@ typedef struct {
   char prefix[32];           /* "jobs[2]." or "" */
 } v5_job_walk;
 
+/* A stack's frame [module_index, module_offset] as jw_piece hands it out. */
+typedef struct {
+  size_t count;        /* elements */
+  jw_type t0, t1;      /* the types of the first two */
+  int64_t i0, i1;      /* JW_INTEGER: their values */
+  num_result nr1;      /* scalar_number(element 1, UINT64_MAX) */
+  uint64_t v1;
+  char *text;          /* element 1 as given when it is a hex string too wide */
+  size_t text_cap;
+  bool oom;
+} v5_frame_fields;
+
+static void v5_frame_member(void *ctx, const char *key, size_t klen, size_t index, const jw_val *v) {
+  (void)key;
+  (void)klen;
+  v5_frame_fields *ff = ctx;
+  ff->count = index + 1;
+  if (index == 0) {
+    ff->t0 = v->type;
+    ff->i0 = v->i;
+  } else if (index == 1) {
+    ff->t1 = v->type;
+    ff->i1 = v->i;
+    ff->nr1 = scalar_number(v, UINT64_MAX, &ff->v1);
+    if (v->type == JW_STRING && ff->nr1 == NUM_RANGE) {
+      if (v->n + 1 > ff->text_cap) {
+        char *b = realloc(ff->text, v->n + 1);
+        if (!b) {
+          ff->oom = true;
+          return;
+        }
+        ff->text = b;
+        ff->text_cap = v->n + 1;
+      }
+      memcpy(ff->text, v->s, v->n);
+      ff->text[v->n] = '\0';
+    }
+  }
+}
+
 typedef struct {
   const rq_limits *lim;
   rq_request *r;
   bool budget;
   bool settled; /* the jobs' answer is decided: later jobs are only counted */
+  v5_frame_fields ff; /* the frame being read */
+  kept_texts texts;   /* of the memoryMap entry being read */
   /* kept so far by the jobs of "jobs" [0] and by the bare form [1], each
    * at most the limits (past them the request fails anyway) */
   size_t mods_kept[2], frames_kept[2];
@@ -769,32 +952,49 @@ typedef struct {
 /* One memoryMap entry.  Its shape fails the request (false, in j->merr); a
  * bad name or id fails the module alone, as Eliot answers a module it
  * cannot find. */
-static bool v5_map_entry(v5_walk *s, v5_job_walk *j, const json_t *e, size_t i) {
+/* A memoryMap entry's elements (jw_piece): the first two kept. */
+typedef struct {
+  size_t count;
+  kept_value e[2];
+  kept_texts *texts;
+} map_fields;
+
+static void map_member(void *ctx, const char *key, size_t klen, size_t index, const jw_val *v) {
+  (void)key;
+  (void)klen;
+  map_fields *mf = ctx;
+  mf->count = index + 1;
+  if (index < 2)
+    keep(mf->texts, &mf->e[index], v);
+}
+
+static bool v5_map_entry(v5_walk *s, v5_job_walk *j, jw_type type, const map_fields *mf, size_t i) {
   char f[96];
   snprintf(f, sizeof f, "%smemoryMap[%zu]", j->prefix, i);
-  const json_t *name = json_array_get(e, 0), *id = json_array_get(e, 1);
-  if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(name) || !json_is_string(id))
+  const kept_value *kn = &mf->e[0], *ki = &mf->e[1];
+  if (type != JW_ARRAY || mf->count != 2 || kn->type != JW_STRING || ki->type != JW_STRING)
     return fail(&j->merr, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
+  const char *name = kept_str(mf->texts, kn), *id = kept_str(mf->texts, ki);
   rq_module m;
   memset(&m, 0, sizeof m);
   m.field_off = m.why_off = m.gfile_off = m.gid_off = RQ_NO_TEXT;
   m.id.format = ST_FORMAT_WINDOWS; /* v5 names native Windows modules */
   m.skip = true;
   const char *why = NULL;
-  if (!parse_name(name, m.id.debug_file, &why) || !given_string(id) ||
-      !module_set_debug_id(&m.id, json_string_value(id), &why)) {
+  if (!module_parse_file_name(name, m.id.debug_file, MODULE_NAME_MAX + 1, &why) ||
+      !module_set_debug_id(&m.id, id, &why)) {
     m.invalid = true;
     /* its frames name the module as the entry gives it */
-    if (!put_text(s->r, json_string_value(name), &m.gfile_off)) {
+    if (!put_text(s->r, name, &m.gfile_off)) {
       s->budget = true;
       return true;
     }
   }
   /* the found_modules key: the entry as given, however long */
-  size_t nl = json_string_length(name), il = json_string_length(id);
+  size_t nl = kn->len, il = ki->len;
   size_t at = s->r->names.len;
-  if (nl + il + 1 > UINT32_MAX - at || !rm_buf_append(&s->r->names, json_string_value(name), nl) ||
-      !rm_buf_append(&s->r->names, "/", 1) || !rm_buf_append(&s->r->names, json_string_value(id), il)) {
+  if (nl + il + 1 > UINT32_MAX - at || !rm_buf_append(&s->r->names, name, nl) ||
+      !rm_buf_append(&s->r->names, "/", 1) || !rm_buf_append(&s->r->names, id, il)) {
     s->budget = true;
     return true;
   }
@@ -825,35 +1025,40 @@ static void v5_map(v5_walk *s, v5_job_walk *j, jwalk *w) {
     if (!store) {
       jw_skip(w);
     } else {
-      json_t *e = jw_value(w);
-      if (!e)
+      map_fields mf;
+      memset(&mf, 0, sizeof mf);
+      mf.texts = &s->texts;
+      s->texts.len = 0;
+      jw_type t = jw_piece(w, map_member, &mf);
+      if (t == JW_NONE)
         break;
-      if (!v5_map_entry(s, j, e, i))
+      if (s->texts.oom)
+        s->budget = true;
+      else if (!v5_map_entry(s, j, t, &mf, i))
         j->map_err = true;
-      json_decref(e);
     }
     i++;
   }
   j->map_count = i;
 }
 
-/* module_offset into a frame: false when it is not a number (NUM_BAD). */
-static bool v5_offset(v5_walk *s, const json_t *off, rq_v5_frame *out) {
-  uint64_t v = 0;
-  num_result nr = get_number(off, UINT64_MAX, &v);
+/* module_offset (the frame's element 1) into a frame: false when it is not
+ * a number (NUM_BAD). */
+static bool v5_offset(v5_walk *s, const v5_frame_fields *ff, rq_v5_frame *out) {
+  num_result nr = ff->nr1;
   if (nr == NUM_BAD)
     return false;
-  if (json_is_integer(off) && json_integer_value(off) < 0) {
+  if (ff->t1 == JW_INTEGER && ff->i1 < 0) {
     /* Eliot's -1 ("not an offset") and the like: echoed as "-0x1" */
     out->off_kind = RQ_OFF_NEG;
-    out->offset = 0ull - (uint64_t)json_integer_value(off);
+    out->offset = 0ull - (uint64_t)ff->i1;
   } else if (nr == NUM_OK) {
     out->off_kind = RQ_OFF_OK;
-    out->offset = v;
+    out->offset = ff->v1;
   } else {
     /* a hex string too wide for 64 bits: echoed as it came */
     out->off_kind = RQ_OFF_TEXT;
-    if (!put_text(s->r, json_string_value(off), &out->text_off))
+    if (!put_text(s->r, ff->text, &out->text_off))
       s->budget = true;
   }
   return true;
@@ -895,17 +1100,23 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
       if (!check) {
         jw_skip(w);
       } else {
-        json_t *e = jw_value(w);
-        if (!e)
+        v5_frame_fields *ff = &s->ff;
+        ff->count = 0;
+        ff->t0 = ff->t1 = JW_NONE;
+        jw_type et = jw_piece(w, v5_frame_member, ff);
+        if (et == JW_NONE)
           break;
-        const json_t *mi = json_array_get(e, 0), *off = json_array_get(e, 1);
+        if (ff->oom) {
+          s->budget = true;
+          ff->oom = false;
+        }
         rq_v5_frame fr;
         memset(&fr, 0, sizeof fr);
         const char *bad = NULL; /* the frame's name is formatted only when it fails */
-        if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(mi) ||
-            !(json_is_integer(off) || json_is_string(off)))
+        if (et != JW_ARRAY || ff->count != 2 || ff->t0 != JW_INTEGER ||
+            !(ff->t1 == JW_INTEGER || ff->t1 == JW_STRING))
           bad = "a frame must be [module_index, module_offset]";
-        else if (!v5_offset(s, off, &fr))
+        else if (!v5_offset(s, ff, &fr))
           bad = "module_offset must be an integer or a 0x hex string";
         if (bad) {
           snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, si, k);
@@ -915,13 +1126,12 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
         } else if (!room(&s->r->v5_b, s->r->nv5_frames + 1, sizeof(rq_v5_frame))) {
           s->budget = true;
         } else {
-          fr.module_index = (int64_t)json_integer_value(mi);
+          fr.module_index = ff->i0;
           s->r->v5_frames = (rq_v5_frame *)(void *)s->r->v5_b.p;
           s->r->v5_frames[s->r->nv5_frames++] = fr;
           s->r->stacks[s->r->nstacks].count++;
           s->frames_kept[j->bare]++;
         }
-        json_decref(e);
       }
       j->nframes++;
       k++;
@@ -936,14 +1146,14 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
 
 /* A member of a job object (jobs[i], or the top level for the bare form). */
 static void v5_job_member(v5_walk *s, v5_job_walk *j, const char *key, size_t klen, jwalk *w) {
-  if (klen == 9 && !strcmp(key, "memoryMap")) {
+  if (klen == 9 && !memcmp(key, "memoryMap", 9)) {
     j->map_seen = true;
     j->map_array = jw_peek(w) == '[';
     if (j->map_array)
       v5_map(s, j, w);
     else
       jw_skip(w);
-  } else if (klen == 6 && !strcmp(key, "stacks")) {
+  } else if (klen == 6 && !memcmp(key, "stacks", 6)) {
     j->stacks_seen = true;
     j->stacks_array = jw_peek(w) == '[';
     if (j->stacks_array)
@@ -962,11 +1172,10 @@ static void v5_job(v5_walk *s, v5_job_walk *j, jwalk *w) {
     return;
   }
   jw_object_begin(w);
-  json_t *key;
-  while (jw_object_next(w, &key) == 1) {
-    v5_job_member(s, j, json_string_value(key), json_string_length(key), w);
-    json_decref(key);
-  }
+  const char *key;
+  size_t klen;
+  while (jw_object_next(w, &key, &klen) == 1)
+    v5_job_member(s, j, key, klen, w);
 }
 
 /* The first problem of job j in the order a whole-tree reading meets it. */
@@ -1066,11 +1275,10 @@ rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_gra
     goto done;
   }
   jw_object_begin(&w);
-  json_t *key;
-  while (jw_object_next(&w, &key) == 1) {
-    const char *k = json_string_value(key);
-    size_t kl = json_string_length(key);
-    if (kl == 4 && !strcmp(k, "jobs")) {
+  const char *k;
+  size_t kl;
+  while (jw_object_next(&w, &k, &kl) == 1) {
+    if (kl == 4 && !memcmp(k, "jobs", 4)) {
       jobs_seen = true;
       jobs_array = jw_peek(&w) == '[';
       if (!jobs_array) {
@@ -1102,7 +1310,6 @@ rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_gra
       /* the bare form: the top level is the job (ignored if "jobs" is there) */
       v5_job_member(&s, bare, k, kl, &w);
     }
-    json_decref(key);
   }
   if (w.failed || !jw_finish(&w)) {
     res = bad_json(err, &w);
@@ -1156,6 +1363,8 @@ rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_gra
 done:
   jw_free(&w);
   free(jw);
+  free(s.ff.text);
+  free(s.texts.p);
   if (res == RQ_OK)
     shrink(out);
   return res;

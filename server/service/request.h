@@ -23,8 +23,10 @@
  *
  * Memory, per request: sizeof(rq_module) per module (a module_id, about half
  * a KiB), sizeof(rq_frame) per frame (40 bytes; rq_v5_frame for v5, 24), the
- * v5 memoryMap entries' names as given and the texts of invalid modules, and
- * one piece's jansson tree at a time - not a tree of the body.
+ * v5 memoryMap entries' names as given and the texts of invalid modules;
+ * besides those, outside the budget, the walker's own state (jwalk.h) and a
+ * copy of one module's or memoryMap entry's strings at a time - never a
+ * tree.
  *
  * Ownership: rq_free frees what a parse filled (also after an error).
  */
