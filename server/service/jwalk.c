@@ -37,6 +37,8 @@
  */
 #include "jwalk.h"
 
+#include "jsonw.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -1006,30 +1008,11 @@ static const unsigned char plain_byte[256] = {
 };
 #define IS_WS(c) ((c) <= ' ' && ((c) == ' ' || (c) == '\n' || (c) == '\t' || (c) == '\r'))
 
-/* The end of the run of plain bytes from p (at most n): eight at a time
- * while they last, with the usual bit tricks ("determine if a word has a
- * byte less than n", as jsonw.c's plain_run): the lowest byte that is below
- * 0x20, '"', '\\' or 0x80 and above is the lowest one flagged (a borrow
- * only runs upwards), so its place is exact. */
+/* The end of the run of plain bytes from p (at most n): jsonw_plain_span,
+ * shared with the answer's writer (eight at a time; DEL plain there but not
+ * in plain_byte, which only sends a string the slow way). */
 static inline size_t plain_end(const unsigned char *s, size_t p, size_t n) {
-  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-  while (n - p >= 8) {
-    uint64_t x;
-    memcpy(&x, s + p, 8);
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    uint64_t bad = ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & highs;
-    if (bad) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-      return p + ((unsigned)__builtin_ctzll(bad) >> 3);
-#else
-      break;
-#endif
-    }
-    p += 8;
-  }
-  while (p < n && plain_byte[s[p]])
-    p++;
-  return p;
+  return jsonw_plain_span(s, p, n, plain_byte);
 }
 
 /* A plain scalar at p (see piece_plain) into *v: the offset after it, or 0
