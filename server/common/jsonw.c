@@ -233,26 +233,9 @@ size_t jsonw_utf8_seq(const unsigned char *p, size_t n) {
 
 /* The body of a string (no quotes).  Worst case 6 bytes per input byte
  * (\u00XX), so the room is asked for run by run, not all at once. */
-/* Bytes from i on that are copied as is: eight at a time while no byte of
- * a word is below 0x20, '"', '\\' or 0x80 and above (the usual bit tricks,
- * "determine if a word has a byte less than n"), then byte by byte. */
+/* Bytes from i on that are copied as is (jsonw_plain_span). */
 static size_t plain_run(const unsigned char *s, size_t i, size_t n) {
-  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-  while (n - i >= 8) {
-    uint64_t x;
-    memcpy(&x, s + i, 8);
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    uint64_t bad = ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & highs;
-    /* the lowest byte that is not plain sets its high bit in bad (bytes
-     * below it borrow nothing); bytes above it may be flagged wrongly, which
-     * only ends the fast loop early */
-    if (bad)
-      break;
-    i += 8;
-  }
-  while (i < n && plain[s[i]])
-    i++;
-  return i;
+  return jsonw_plain_span(s, i, n, plain);
 }
 
 static void put_escaped(jsonw *w, const unsigned char *s, size_t n) {
@@ -327,13 +310,11 @@ void jsonw_strn(jsonw *w, const char *s, size_t n) {
   char *q = p + c + 1;
   q[-1] = '"';
   const unsigned char *u = (const unsigned char *)s;
-  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
   size_t i = 0;
-  while (n - i >= 8) {
+  while (n - i >= 8) { /* copied as it is checked */
     uint64_t x;
     memcpy(&x, u + i, 8);
-    uint64_t dq = x ^ (ones * '"'), bs = x ^ (ones * '\\');
-    if (((x - ones * 0x20) | (dq - ones) | (bs - ones) | x) & highs)
+    if (jsonw_plain_flags(x))
       break;
     memcpy(q + i, &x, 8);
     i += 8;

@@ -143,4 +143,48 @@ static inline void jsonw_keyn(jsonw *w, const char *key, size_t n) {
  * byte there does not start one; n bytes are available. */
 size_t jsonw_utf8_seq(const unsigned char *p, size_t n);
 
+/* ---- plain runs, eight bytes at a time (for this writer and jwalk.c) ------
+ * A byte of a JSON string that is neither below 0x20, '"', '\\' nor 0x80 and
+ * above stands for itself (DEL included), in a string written and in one
+ * read.  The usual bit trick ("determine if a word has a byte less than n")
+ * flags the words that hold another byte: the lowest such byte sets its high
+ * bit in the mask (a borrow only runs upwards, so bytes below it are clean),
+ * bytes above it may be flagged wrongly. */
+
+/* The mask of the 8 bytes x (as loaded with memcpy): 0 when all stand for
+ * themselves. */
+static inline uint64_t jsonw_plain_flags(uint64_t x) {
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+  return ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & highs;
+}
+
+/* The end of the run of bytes from i (at most n) that stand for themselves:
+ * eight at a time while whole words are clean, the word's first byte that
+ * is not found exactly (on a big-endian machine: from that word's start,
+ * byte by byte), and the last fewer than 8 bytes byte by byte with the
+ * caller's table (plain[b] nonzero: b stands for itself), which must hold
+ * every byte the word test passes but may hold fewer (jwalk.c's leaves out
+ * DEL; the run then ends at a DEL only among the last bytes, which is safe:
+ * a run that ends early only sends its reader the slow way). */
+static inline size_t jsonw_plain_span(const unsigned char *s, size_t i, size_t n,
+                                      const unsigned char plain[256]) {
+  while (n - i >= 8) {
+    uint64_t x;
+    memcpy(&x, s + i, 8);
+    uint64_t bad = jsonw_plain_flags(x);
+    if (bad) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      return i + ((unsigned)__builtin_ctzll(bad) >> 3);
+#else
+      break;
+#endif
+    }
+    i += 8;
+  }
+  while (i < n && plain[s[i]])
+    i++;
+  return i;
+}
+
 #endif

@@ -22,11 +22,17 @@
  *
  * POST /traces differs: once admitted its connection is in phase STREAM
  * (not evictable; its read deadline grows with the bytes received, at
- * trace_min_rate), each body chunk is fed to the trace job on the event loop
- * (parsing a block; the job's memory is bounded by its own budgets, not
- * request_memory_max), and the last call hands the job to a worker
- * (run_trace: wait for the modules, symbolicate, write the answer to an
- * unlinked file), which libmicrohttpd then sends from the file.
+ * trace_min_rate) and a worker takes the trace job at once (run_trace).  The
+ * event loop only copies each body chunk into the request's feed buffer
+ * (TRACE_FEED_MAX bytes); the worker feeds the buffered bytes to the job
+ * (parsing blocks of up to 16 MiB, a few hundred ms each: never on the event
+ * loop, which serves /health meanwhile; the job's memory is bounded by its
+ * own budgets, not request_memory_max).  When the buffer is full the
+ * connection is suspended until the worker has taken it (so the client is
+ * read no faster than the trace is parsed).  The last call tells the worker
+ * the body is in: it waits for the modules, symbolicates, writes the answer
+ * to an unlinked file, which libmicrohttpd then sends from the file.  A
+ * trace's request is freed by the last of on_completed and its worker.
  *   on_completed            logged, counted, freed; phase READ again for the
  *                           next request on a kept-alive connection
  *   on_connection(CLOSED)   conns_remove
@@ -113,7 +119,23 @@ typedef struct {
   uint64_t trace_timeout_s; /* ?timeout=, or default_timeout */
   int answer_fd;            /* the answer's file, once run_trace wrote it; -1: none */
   uint64_t answer_size;
+  /* the body's bytes on their way from the event loop to the worker: under
+   * feed_mu, the loop appends to feed (at most TRACE_FEED_MAX bytes), the
+   * worker swaps it for its own empty buffer */
+  bool feeding;             /* a worker runs run_trace (from admission on) */
+  pthread_mutex_t feed_mu;
+  pthread_cond_t feed_cv;
+  char *feed, *feed_spare;
+  size_t feed_len;
+  bool feed_eof;            /* the body is all in feed */
+  bool feed_abort;          /* the request is over (client gone, refused): stop */
+  bool feed_blocked;        /* the connection is suspended until feed has room */
+  _Atomic int refs;         /* a trace's request: on_completed and the worker */
 } req_ctx;
+
+/* Bytes of a trace's body buffered between the event loop and its worker
+ * (twice this per trace job: the buffer being filled, the one being fed). */
+#define TRACE_FEED_MAX ((size_t)1 << 20)
 
 static _Atomic long heavy_inflight;
 static _Atomic long trace_jobs;
@@ -411,8 +433,8 @@ static ps_err to_fd(void *ctx, const void *data, size_t len) {
   return PS_E_OK;
 }
 
-/* A body chunk: into the job (opened on the first one).  On the event loop:
- * the job reads what it can of the blocks the chunk completes. */
+/* Body bytes: into the job (opened on the first ones).  On the trace's
+ * worker (feed_all): the job reads what it can of the blocks they complete. */
 static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n) {
   if (r->trace_failed)
     return;
@@ -436,6 +458,47 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
 /* On a worker, once the body is in: the modules resolved (waiting up to the
  * request's timeout), every frame named, the answer written to an unlinked
  * file (r->answer_fd) - or an error in r->ar. */
+/* The worker's half of the feed: the buffered body bytes into the job as
+ * they come, the connection resumed when it waited for room; true once the
+ * body is all in, false when the request is over without it (feed_abort). */
+static bool feed_all(http_server *srv, req_ctx *r) {
+  for (;;) {
+    pthread_mutex_lock(&r->feed_mu);
+    while (!r->feed_len && !r->feed_eof && !r->feed_abort && !r->feed_blocked) {
+      /* woken by the loop's every append; the wait itself is bounded by the
+       * connection's read deadline (conns.c), which ends the request */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      pthread_cond_timedwait(&r->feed_cv, &r->feed_mu, &ts);
+    }
+    if (r->feed_abort) {
+      pthread_mutex_unlock(&r->feed_mu);
+      return false;
+    }
+    char *p = r->feed;
+    size_t n = r->feed_len;
+    bool eof = r->feed_eof;
+    r->feed = r->feed_spare;
+    r->feed_spare = NULL;
+    r->feed_len = 0;
+    bool resume = r->feed_blocked;
+    r->feed_blocked = false;
+    pthread_mutex_unlock(&r->feed_mu);
+    if (resume) { /* suspended by the loop before it set feed_blocked */
+      MHD_resume_connection(r->c);
+      atomic_fetch_sub(&srv->suspended, 1);
+    }
+    if (n)
+      trace_chunk(srv, r, p, n);
+    pthread_mutex_lock(&r->feed_mu);
+    r->feed_spare = p; /* empty now, for the next swap */
+    pthread_mutex_unlock(&r->feed_mu);
+    if (eof && !n)
+      return true;
+  }
+}
+
 static void run_trace(req_ctx *r) {
   http_server *srv = r->srv;
   char msg[320];
@@ -505,10 +568,17 @@ static enum MHD_Result send_trace(http_server *srv, struct MHD_Connection *c, re
   return ret;
 }
 
+static void req_release(http_server *srv, req_ctx *r);
+
 static void run_job(void *arg) {
   req_ctx *r = arg;
   http_server *srv = r->srv;
   if (r->route == RT_TRACES) {
+    /* from admission on: the body as it comes, then the answer */
+    if (!feed_all(srv, r)) {
+      req_release(srv, r); /* over without its body: nothing to answer */
+      return;
+    }
     run_trace(r);
   } else {
     /* the body is given back as soon as it is parsed */
@@ -516,12 +586,17 @@ static void run_job(void *arg) {
                      &r->ar);
     rm_buf_free(&r->body);
   }
+  /* once resumed, a request other than a trace may be answered and freed
+   * at once (a trace's is held by this worker's reference) */
+  bool trace = r->route == RT_TRACES;
   atomic_store(&r->done, true);
   struct MHD_Connection *c = r->c;
   /* the count goes down only after the resume: http_stop waits for zero
    * before it stops the daemon, which must find no connection suspended */
   MHD_resume_connection(c);
   atomic_fetch_sub(&srv->suspended, 1);
+  if (trace)
+    req_release(srv, r);
 }
 
 /* Queues a heavy request on the workers; the connection sleeps meanwhile. */
@@ -591,10 +666,37 @@ static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, r
     if (*t && !*end && v <= srv->cfg->max_timeout)
       r->trace_timeout_s = v;
   }
+  /* the worker that feeds the body to the job, from now on */
+  r->feed = malloc(TRACE_FEED_MAX);
+  r->feed_spare = malloc(TRACE_FEED_MAX);
+  if (!r->feed || !r->feed_spare) {
+    r->close_after = true;
+    return send_error(srv, c, r, 500, "out of memory", NULL);
+  }
+  pthread_mutex_init(&r->feed_mu, NULL);
+  pthread_cond_init(&r->feed_cv, NULL);
+  r->feeding = true;
+  atomic_store(&r->refs, 2);
+  if (!wp_submit(srv->wp, run_job, r)) {
+    atomic_store(&r->refs, 1); /* no worker holds it */
+    r->close_after = true;
+    return send_error(srv, c, r, 503, "the request workers' queue is full", NULL);
+  }
   /* a long body is fine, a dripping one is not: past read_timeout, the body
    * must keep arriving at trace_min_rate (trace_credit) */
   conns_set_phase(srv->ct, entry_of(c), CONN_STREAM);
   return MHD_YES;
+}
+
+/* A trace's request is over without its body (client gone, refused): its
+ * worker stops waiting for it. */
+static void feed_stop(req_ctx *r) {
+  if (!r->feeding)
+    return;
+  pthread_mutex_lock(&r->feed_mu);
+  r->feed_abort = true;
+  pthread_cond_signal(&r->feed_cv);
+  pthread_mutex_unlock(&r->feed_mu);
 }
 
 /* The read deadline a /traces body has earned: read_timeout plus the time
@@ -704,6 +806,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!r)
       return MHD_NO;
     *con_cls = r;
+    atomic_store(&r->refs, 1);
     atomic_fetch_add(&srv->active, 1);
     r->srv = srv;
     r->c = c;
@@ -731,14 +834,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       r->discarded += n;
       return r->discarded > body_cap(srv, r) ? MHD_NO : MHD_YES;
     }
-    if (r->route == RT_TRACES) { /* streamed into the trace job, never buffered */
-      r->trace_bytes += n;
-      if (r->trace_bytes > srv->cfg->max_trace_bytes) {
+    if (r->route == RT_TRACES) { /* to the worker that feeds the trace job */
+      if (r->trace_bytes + n > srv->cfg->max_trace_bytes) {
+        r->trace_bytes += n;
         r->too_large = true;
         return MHD_YES;
       }
-      trace_chunk(srv, r, upload_data, n);
+      pthread_mutex_lock(&r->feed_mu);
+      size_t room = TRACE_FEED_MAX - r->feed_len, take = n < room ? n : room;
+      memcpy(r->feed + r->feed_len, upload_data, take);
+      r->feed_len += take;
+      pthread_cond_signal(&r->feed_cv);
+      pthread_mutex_unlock(&r->feed_mu);
+      r->trace_bytes += take;
       trace_credit(srv, c, r);
+      if (take < n) {
+        /* full: the rest stays with libmicrohttpd, and the connection sleeps
+         * until the worker has taken the buffer (it resumes it: suspended
+         * before feed_blocked is set, so never resumed before) */
+        *upload_data_size = n - take;
+        atomic_fetch_add(&srv->suspended, 1);
+        MHD_suspend_connection(c);
+        pthread_mutex_lock(&r->feed_mu);
+        r->feed_blocked = true;
+        pthread_cond_signal(&r->feed_cv);
+        pthread_mutex_unlock(&r->feed_mu);
+      }
       return MHD_YES;
     }
     if (!api_route_has_body(r->route))
@@ -753,6 +874,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return MHD_YES;
   }
   /* the whole request is in */
+  if (r->too_large || r->out_of_memory)
+    feed_stop(r);
   if (r->too_large)
     return send_too_large(srv, c, r);
   if (r->out_of_memory)
@@ -764,6 +887,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   if (r->dispatched)
     return MHD_YES; /* woken before the answer: keep waiting */
+  if (r->feeding) {
+    /* the trace's worker, feeding it, is told the body is in; it answers */
+    r->dispatched = true;
+    r->received_ms = engine_now_ms();
+    conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
+    atomic_fetch_add(&srv->suspended, 1);
+    MHD_suspend_connection(c); /* before the worker can resume it */
+    pthread_mutex_lock(&r->feed_mu);
+    r->feed_eof = true;
+    pthread_cond_signal(&r->feed_cv);
+    pthread_mutex_unlock(&r->feed_mu);
+    return MHD_YES;
+  }
   if (api_route_heavy(r->route))
     return dispatch(srv, c, r, url);
   /* light routes (health, ready, metrics) never wait: answered here, on the
@@ -787,11 +923,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     atomic_fetch_sub(&heavy_inflight, 1);
     mt_inflight_add(-1);
   }
-  if (r->trace_counted)
-    atomic_fetch_sub(&trace_jobs, 1);
-  trace_job_close(r->job);
-  if (r->answer_fd >= 0)
-    close(r->answer_fd); /* written, never sent */
+  feed_stop(r); /* a trace's worker still waiting for the body */
   mt_request_done(r->route, status, secs);
   log_line l;
   log_begin(&l, status >= 500 || !r->answered ? LOG_WARN : LOG_INFO, "request");
@@ -810,14 +942,33 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     log_str(&l, "terminated", (unsigned)toe < 6 ? why[toe] : "other");
   }
   log_end(&l);
+  /* a kept-alive connection now waits for its next request */
+  conns_set_phase(srv->ct, entry_of(c), CONN_READ);
+  req_release(srv, r);
+}
+
+/* Frees the request once on_completed and (for a trace) its worker are
+ * done with it. */
+static void req_release(http_server *srv, req_ctx *r) {
+  if (atomic_fetch_sub(&r->refs, 1) != 1)
+    return;
+  if (r->trace_counted)
+    atomic_fetch_sub(&trace_jobs, 1);
+  trace_job_close(r->job);
+  if (r->answer_fd >= 0)
+    close(r->answer_fd); /* written, never sent */
   rm_buf_free(&r->body);
   drop_answer(&r->ar); /* an answer never queued */
   rm_grant_end(&r->grant);
   free(r->url);
   free(r->fmt);
+  if (r->feeding) {
+    pthread_mutex_destroy(&r->feed_mu);
+    pthread_cond_destroy(&r->feed_cv);
+  }
+  free(r->feed);
+  free(r->feed_spare);
   free(r);
-  /* a kept-alive connection now waits for its next request */
-  conns_set_phase(srv->ct, entry_of(c), CONN_READ);
   atomic_fetch_sub(&srv->active, 1);
 }
 

@@ -30,8 +30,14 @@
  * (w->keys; a level's keys are the top of it, as levels close in order):
  * compared one by one while the object has up to JW_LINEAR_KEYS of them,
  * through a hash index of the level's own past that.
+ *
+ * Every buffer of the walker is an rm_buf reserved from its grant
+ * (reqmem.h): a reservation refused (or malloc failing) fails the walk with
+ * w->budget set.
  */
 #include "jwalk.h"
+
+#include "jsonw.h"
 
 #include <errno.h>
 #include <math.h>
@@ -43,9 +49,9 @@ struct jw_level {
   char kind;         /* '{' or '[' */
   size_t count;      /* members or elements begun */
   size_t key_first;  /* objects: its keys are w->keys[key_first..] */
-  size_t arena_mark; /* w->arena_len when it opened */
-  size_t *index;     /* past JW_LINEAR_KEYS keys: slots holding key index + 1 */
-  size_t index_cap;  /* a power of two */
+  size_t arena_mark; /* w->arena.len when it opened */
+  rm_buf index;      /* past JW_LINEAR_KEYS keys: size_t slots holding key index + 1 */
+  size_t index_cap;  /* slots in use there: a power of two */
 };
 
 struct jw_key {
@@ -297,17 +303,12 @@ static bool lex_number(jwalk *w, const unsigned char *s, size_t n, jtok *t) {
   }
   t->end = p;
   size_t len = p - t->start;
-  if (len + 1 > w->scratch_cap) {
-    char *b = realloc(w->scratch, len + 1);
-    if (!b)
-      return false;
-    w->scratch = b;
-    w->scratch_cap = len + 1;
-  }
-  memcpy(w->scratch, s + t->start, len);
-  w->scratch[len] = '\0';
+  if (!rm_buf_reserve(&w->scratch, len + 1))
+    return false;
+  memcpy(w->scratch.p, s + t->start, len);
+  w->scratch.p[len] = '\0';
   errno = 0;
-  double d = strtod(w->scratch, NULL);
+  double d = strtod(w->scratch.p, NULL);
   if ((d == HUGE_VAL || d == -HUGE_VAL) && errno == ERANGE) {
     set_err(t, E_REAL, 0, 0, p, p);
     return true;
@@ -481,7 +482,13 @@ static bool fail_text(jwalk *w, const char *text, size_t at) {
   return false;
 }
 
-static bool out_of_memory(jwalk *w) { return fail_text(w, "out of memory", w->pos); }
+/* A reservation refused by the budget, or malloc failing: the caller
+ * answers 503 (w->budget), not 400. */
+static bool out_of_memory(jwalk *w) {
+  if (!w->failed)
+    w->budget = true;
+  return fail_text(w, "out of memory", w->pos);
+}
 
 /* What json_loadb (JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK) makes of the
  * scalar t read alone: true and t good, or false with its error text and
@@ -545,30 +552,38 @@ static bool fail_at(jwalk *w, size_t off, const char *what) {
   return fail_text(w, text, off + k);
 }
 
+/* out_of_memory at a token: "out of memory near ..." */
+static bool oom_at(jwalk *w, size_t off) {
+  if (!w->failed)
+    w->budget = true;
+  return fail_at(w, off, "out of memory");
+}
+
 /* ---- the walker's state ------------------------------------------------------------- */
 
-void jw_init(jwalk *w, const char *text, size_t len) {
+void jw_init(jwalk *w, const char *text, size_t len, rm_grant *grant) {
   memset(w, 0, sizeof *w);
   w->s = text ? text : "";
   w->n = text ? len : 0;
+  w->grant = grant;
+  w->lv_b.grant = w->keys_b.grant = w->arena.grant = w->scratch.grant = grant;
 }
 
-void jw_init_at(jwalk *w, const char *text, size_t len, size_t pos) {
-  jw_init(w, text, len);
+void jw_init_at(jwalk *w, const char *text, size_t len, size_t pos, rm_grant *grant) {
+  jw_init(w, text, len, grant);
   w->pos = pos <= w->n ? pos : w->n;
 }
 
 void jw_free(jwalk *w) {
   for (unsigned i = 0; i < w->depth; i++)
-    free(w->lv[i].index);
-  free(w->lv);
-  free(w->keys);
-  free(w->arena);
-  free(w->scratch);
+    rm_buf_free(&w->lv[i].index);
+  rm_buf_free(&w->lv_b);
+  rm_buf_free(&w->keys_b);
+  rm_buf_free(&w->arena);
+  rm_buf_free(&w->scratch);
   w->lv = NULL;
-  w->keys = NULL;
-  w->arena = w->scratch = NULL;
   w->depth = w->cap = 0;
+  w->nkeys = 0;
 }
 
 static void skip_ws(jwalk *w) {
@@ -595,22 +610,25 @@ size_t jw_tell(jwalk *w) {
 /* Opens a level (the cursor is not moved); false: out of memory. */
 static bool level_open(jwalk *w, char kind) {
   if (w->depth == w->cap) {
-    unsigned ncap = w->cap ? w->cap * 2 : 8;
-    jw_level *p = realloc(w->lv, ncap * sizeof *p);
-    if (!p)
+    if (!rm_buf_reserve(&w->lv_b, (w->depth + 1) * sizeof(jw_level)))
       return false;
-    w->lv = p;
-    w->cap = ncap;
+    w->lv = (jw_level *)(void *)w->lv_b.p;
+    w->cap = (unsigned)(w->lv_b.size / sizeof(jw_level));
   }
-  w->lv[w->depth++] = (jw_level){kind, 0, w->nkeys, w->arena_len, NULL, 0};
+  jw_level *lv = &w->lv[w->depth++];
+  memset(lv, 0, sizeof *lv);
+  lv->kind = kind;
+  lv->key_first = w->nkeys;
+  lv->arena_mark = w->arena.len;
+  lv->index.grant = w->grant;
   return true;
 }
 
 static void level_close(jwalk *w) {
   jw_level *lv = &w->lv[w->depth - 1];
   w->nkeys = lv->key_first;
-  w->arena_len = lv->arena_mark;
-  free(lv->index);
+  w->arena.len = lv->arena_mark;
+  rm_buf_free(&lv->index);
   w->depth--;
 }
 
@@ -624,18 +642,19 @@ static uint32_t key_hash(const char *k, size_t n) {
 }
 
 static const char *key_bytes(const jwalk *w, const jw_key *k) {
-  return k->in_arena ? w->arena + k->off : w->s + k->off;
+  return k->in_arena ? w->arena.p + k->off : w->s + k->off;
 }
 
 static bool key_equal(const jwalk *w, const jw_key *k, const char *s, size_t n, uint32_t h) {
   return k->hash == h && k->len == n && !memcmp(key_bytes(w, k), s, n);
 }
 
-static void index_put(jw_level *lv, const jwalk *w, size_t ki) {
+static void index_put(jw_level *lv, const jw_key *keys, size_t ki) {
   size_t mask = lv->index_cap - 1;
-  for (size_t i = w->keys[ki].hash & mask;; i = (i + 1) & mask) {
-    if (!lv->index[i]) {
-      lv->index[i] = ki + 1;
+  size_t *slot = (size_t *)(void *)lv->index.p;
+  for (size_t i = keys[ki].hash & mask;; i = (i + 1) & mask) {
+    if (!slot[i]) {
+      slot[i] = ki + 1;
       return;
     }
   }
@@ -645,44 +664,48 @@ static void index_put(jw_level *lv, const jwalk *w, size_t ki) {
  * being read: 1 added, 0 a duplicate, -1 out of memory. */
 static int key_add(jwalk *w, size_t off, size_t n, bool in_arena) {
   jw_level *lv = &w->lv[w->depth - 1];
-  const char *s = in_arena ? w->arena + off : w->s + off;
+  const char *s = in_arena ? w->arena.p + off : w->s + off;
   uint32_t h = key_hash(s, n);
   size_t count = w->nkeys - lv->key_first;
-  if (lv->index) {
+  jw_key *keys = (jw_key *)(void *)w->keys_b.p;
+  if (lv->index_cap) {
     size_t mask = lv->index_cap - 1;
-    for (size_t i = h & mask; lv->index[i]; i = (i + 1) & mask)
-      if (key_equal(w, &w->keys[lv->index[i] - 1], s, n, h))
+    const size_t *slot = (const size_t *)(const void *)lv->index.p;
+    for (size_t i = h & mask; slot[i]; i = (i + 1) & mask)
+      if (key_equal(w, &keys[slot[i] - 1], s, n, h))
         return 0;
   } else {
     for (size_t i = lv->key_first; i < w->nkeys; i++)
-      if (key_equal(w, &w->keys[i], s, n, h))
+      if (key_equal(w, &keys[i], s, n, h))
         return 0;
   }
-  if (w->nkeys == w->keys_cap) {
-    size_t ncap = w->keys_cap ? w->keys_cap * 2 : 16;
-    jw_key *p = realloc(w->keys, ncap * sizeof *p);
-    if (!p)
+  if ((w->nkeys + 1) * sizeof(jw_key) > w->keys_b.size) {
+    if (!rm_buf_reserve(&w->keys_b, (w->nkeys + 1) * sizeof(jw_key)))
       return -1;
-    w->keys = p;
-    w->keys_cap = ncap;
+    keys = (jw_key *)(void *)w->keys_b.p;
   }
-  w->keys[w->nkeys++] = (jw_key){off, n, h, in_arena};
+  keys[w->nkeys++] = (jw_key){off, n, h, in_arena};
   count++;
   if (count > JW_LINEAR_KEYS && count * 2 > lv->index_cap) {
-    /* (re)build the level's index at four times its keys */
+    /* (re)build the level's index at four times its keys, reserved at its
+     * exact size (its own cap) */
     size_t ncap = lv->index_cap ? lv->index_cap * 2 : 4 * JW_LINEAR_KEYS;
     while (ncap < count * 2)
       ncap *= 2;
-    size_t *ix = calloc(ncap, sizeof *ix);
-    if (!ix)
+    rm_buf ix = {0};
+    ix.grant = w->grant;
+    ix.cap = ncap * sizeof(size_t);
+    if (!rm_buf_reserve(&ix, ncap * sizeof(size_t)))
       return -1;
-    free(lv->index);
+    memset(ix.p, 0, ncap * sizeof(size_t));
+    rm_buf_free(&lv->index);
     lv->index = ix;
+    lv->index.cap = 0;
     lv->index_cap = ncap;
     for (size_t i = lv->key_first; i < w->nkeys; i++)
-      index_put(lv, w, i);
-  } else if (lv->index) {
-    index_put(lv, w, w->nkeys - 1);
+      index_put(lv, keys, i);
+  } else if (lv->index_cap) {
+    index_put(lv, keys, w->nkeys - 1);
   }
   return 1;
 }
@@ -698,24 +721,16 @@ static int key_take(jwalk *w, const jtok *t, const char **key, size_t *klen) {
     n = t->end - t->start - 2;
   } else {
     size_t room = t->end - t->start;
-    if (w->arena_cap - w->arena_len < room) {
-      size_t ncap = w->arena_cap ? w->arena_cap : 256;
-      while (ncap - w->arena_len < room)
-        ncap *= 2;
-      char *p = realloc(w->arena, ncap);
-      if (!p)
-        return -1;
-      w->arena = p;
-      w->arena_cap = ncap;
-    }
-    off = w->arena_len;
-    n = decode((const unsigned char *)w->s, t, w->arena + off);
+    if (room > SIZE_MAX - w->arena.len || !rm_buf_reserve(&w->arena, w->arena.len + room))
+      return -1;
+    off = w->arena.len;
+    n = decode((const unsigned char *)w->s, t, w->arena.p + off);
   }
   int r = key_add(w, off, n, in_arena);
   if (r == 1) {
     if (in_arena)
-      w->arena_len += n;
-    *key = in_arena ? w->arena + off : w->s + off;
+      w->arena.len += n;
+    *key = in_arena ? w->arena.p + off : w->s + off;
     *klen = n;
   }
   return r;
@@ -733,15 +748,10 @@ static bool to_scalar(jwalk *w, const jtok *t, jw_val *v) {
       v->n = t->end - t->start - 2;
       return true;
     }
-    if (t->end - t->start > w->scratch_cap) {
-      char *b = realloc(w->scratch, t->end - t->start);
-      if (!b)
-        return false;
-      w->scratch = b;
-      w->scratch_cap = t->end - t->start;
-    }
-    v->n = decode((const unsigned char *)w->s, t, w->scratch);
-    v->s = w->scratch;
+    if (!rm_buf_reserve(&w->scratch, t->end - t->start))
+      return false;
+    v->n = decode((const unsigned char *)w->s, t, w->scratch.p);
+    v->s = w->scratch.p;
     return true;
   case T_INTEGER: v->type = JW_INTEGER; v->i = t->i; return true;
   case T_REAL: v->type = JW_REAL; v->d = t->d; return true;
@@ -760,7 +770,7 @@ static bool push(jwalk *w, char kind) {
   if (w->depth >= JW_MAX_DEPTH)
     return fail_at(w, w->pos, "maximum parsing depth reached");
   if (!level_open(w, kind))
-    return fail_at(w, w->pos, "out of memory");
+    return oom_at(w, w->pos);
   w->pos++; /* the '{' or '[' */
   return true;
 }
@@ -859,7 +869,7 @@ int jw_object_next(jwalk *w, const char **key, size_t *klen) {
     return -1;
   int r = key_take(w, &t, &kb, &kl);
   if (r < 0)
-    return fail_at(w, kpos, "out of memory"), -1;
+    return oom_at(w, kpos), -1;
   if (r == 0)
     return fail_at(w, kpos, "duplicate object key"), -1;
   if (jw_peek(w) != ':')
@@ -998,30 +1008,11 @@ static const unsigned char plain_byte[256] = {
 };
 #define IS_WS(c) ((c) <= ' ' && ((c) == ' ' || (c) == '\n' || (c) == '\t' || (c) == '\r'))
 
-/* The end of the run of plain bytes from p (at most n): eight at a time
- * while they last, with the usual bit tricks ("determine if a word has a
- * byte less than n", as jsonw.c's plain_run): the lowest byte that is below
- * 0x20, '"', '\\' or 0x80 and above is the lowest one flagged (a borrow
- * only runs upwards), so its place is exact. */
+/* The end of the run of plain bytes from p (at most n): jsonw_plain_span,
+ * shared with the answer's writer (eight at a time; DEL plain there but not
+ * in plain_byte, which only sends a string the slow way). */
 static inline size_t plain_end(const unsigned char *s, size_t p, size_t n) {
-  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-  while (n - p >= 8) {
-    uint64_t x;
-    memcpy(&x, s + p, 8);
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    uint64_t bad = ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & highs;
-    if (bad) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-      return p + ((unsigned)__builtin_ctzll(bad) >> 3);
-#else
-      break;
-#endif
-    }
-    p += 8;
-  }
-  while (p < n && plain_byte[s[p]])
-    p++;
-  return p;
+  return jsonw_plain_span(s, p, n, plain_byte);
 }
 
 /* A plain scalar at p (see piece_plain) into *v: the offset after it, or 0

@@ -204,7 +204,12 @@ static rq_result bad_msg(rq_error *out, const char *field, const char *msg) {
   return RQ_BAD;
 }
 
+/* The walk's failure: a 400 with its text, or RQ_BUDGET when the walker's
+ * own memory (the duplicate-key check of a many-key object, a long decoded
+ * string) could not be reserved in the request's grant. */
 static rq_result bad_json(rq_error *out, const jwalk *w) {
+  if (w->budget)
+    return RQ_BUDGET;
   snprintf(out->field, sizeof out->field, "%s", "");
   snprintf(out->msg, sizeof out->msg, "invalid JSON: %s", w->error);
   return RQ_BAD;
@@ -765,7 +770,7 @@ rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *li
   s.lim = lim;
   s.r = out;
   jwalk w;
-  jw_init(&w, body, len);
+  jw_init(&w, body, len, grant);
   rq_result res = RQ_OK;
   int c = jw_peek(&w);
   if (c != '{') {
@@ -1258,7 +1263,7 @@ rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_gra
   size_t njobs = 0, total_map = 0, nf = 0;
   rq_error serr; /* the settled problem of the jobs */
   jwalk w;
-  jw_init(&w, body, len);
+  jw_init(&w, body, len, grant);
   rq_result res = RQ_OK;
   char msg[256];
   int c = jw_peek(&w);

@@ -137,7 +137,8 @@ typedef struct {
 typedef enum {
   RQ_OK = 0,
   RQ_BAD,    /* 400: err says what and where */
-  RQ_BUDGET, /* the memory budget could not take the arrays: 503 */
+  RQ_BUDGET, /* the memory budget could not take the arrays, or the walker's
+              * own state (the keys of a many-key object): 503 */
 } rq_result;
 
 typedef struct {
@@ -146,7 +147,9 @@ typedef struct {
 } rq_error;
 
 /* Zero-initialise *out first.  Fills it from the body or says why not; the
- * arrays draw on grant (NULL: on the budget itself). */
+ * arrays and the walker's state (jwalk.h) draw on grant (NULL: on the
+ * budget itself).  A walker's reservation refused stops the walk, so the
+ * body's later faults are not looked for: RQ_BUDGET then, whatever they. */
 rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *lim, rm_grant *grant,
                                rq_request *out, rq_error *err);
 rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_grant *grant,

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   json_error_t e;
   json_t *whole = json_loadb(s, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
   jwalk w;
-  jw_init(&w, s, size);
+  jw_init(&w, s, size, NULL);
   bool ok = jw_skip(&w) && jw_finish(&w);
   jw_free(&w);
   bool has_nul = memchr(s, 0, size) != NULL;
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* a top-level array or object: its elements one by one equal jansson's */
   if (whole && !has_nul && (json_is_array(whole) || json_is_object(whole))) {
-    jw_init(&w, s, size);
+    jw_init(&w, s, size, NULL);
     size_t i = 0;
     if (json_is_array(whole)) {
       if (!jw_array_begin(&w))

@@ -11,9 +11,11 @@
 #ifndef PDBSYM_TEST_REQUEST_DIFF_H
 #define PDBSYM_TEST_REQUEST_DIFF_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "reqmem.h"
 #include "request.h"
 #include "request_ref.h"
 
@@ -106,6 +108,40 @@ static inline bool rd_compare(const char *body, size_t len, bool v5, const rq_li
   return !**what;
 }
 
+/* The same under a memory budget of max bytes (reqmem.h; each reader's
+ * buffers drawing on it directly), where the service's reader also reserves
+ * its walker's state (the keys of the open objects) and the reference does
+ * not: both must agree as above, or ours refuse for the budget (RQ_BUDGET)
+ * where the reference does not - and then only if reading the body with no
+ * limit does need more than max at once (*peak: the size of a grant the
+ * reading with no limit drew on, which grows only when what its buffers hold
+ * passes it).  The budget is unlimited again on return. */
+static inline bool rd_compare_budget(const char *body, size_t len, bool v5, const rq_limits *lim, uint64_t max,
+                                     const char **what, rd_outcome *ours, rd_outcome *ref, uint64_t *peak) {
+  rq_request a;
+  rq_error e;
+  rm_grant g = {0};
+  memset(&a, 0, sizeof a);
+  rm_set_max(0);
+  (void)(v5 ? rq_parse_v5(body, len, lim, &g, &a, &e) : rq_parse_symbolicate(body, len, lim, &g, &a, &e));
+  *peak = g.size;
+  rq_free(&a);
+  rm_grant_end(&g);
+  rm_set_max(max);
+  bool same = rd_compare(body, len, v5, lim, what, ours, ref);
+  rm_set_max(0);
+  if (same)
+    return true;
+  if (ours->res == RQ_BUDGET && ref->res != RQ_BUDGET) {
+    if (*peak > max) {
+      *what = "";
+      return true;
+    }
+    *what = "a budget refusal of a body that fits";
+  }
+  return false;
+}
+
 /* The limits the comparisons use: small, so that the limits' own errors
  * and the frames past them are met too, and the service's defaults. */
 static const rq_limits RD_LIMITS[] = {{3, 5, 5, 2}, {1000, 20000, 20000, 100}};
@@ -128,6 +164,30 @@ static inline bool rd_check(const char *body, size_t len, unsigned *accepted) {
                         "    ref  %d [%s] %s\n",
                 v5 ? "v5" : "symbolicate", l, what, len, (int)(len > 300 ? 300 : len), body, x.res,
                 x.err.field, x.err.msg, y.res, y.err.field, y.err.msg);
+      ok = false;
+    }
+  return ok;
+}
+
+/* rd_check under a budget of max bytes (rd_compare_budget); *refused (when
+ * not NULL) counts the readings ours refused for the budget. */
+static inline bool rd_check_budget(const char *body, size_t len, uint64_t max, unsigned *refused) {
+  bool ok = true;
+  for (int v5 = 0; v5 < 2; v5++)
+    for (size_t l = 0; l < sizeof RD_LIMITS / sizeof RD_LIMITS[0]; l++) {
+      const char *what;
+      rd_outcome x, y;
+      uint64_t peak;
+      if (rd_compare_budget(body, len, v5, &RD_LIMITS[l], max, &what, &x, &y, &peak)) {
+        if (refused && x.res == RQ_BUDGET)
+          (*refused)++;
+        continue;
+      }
+      if (ok)
+        fprintf(stderr, "  budget %llu, %s, limits %zu: %s differs (%llu bytes with no limit)\n"
+                        "    body (%zu bytes): %.*s\n    ours %d [%s] %s\n    ref  %d [%s] %s\n",
+                (unsigned long long)max, v5 ? "v5" : "symbolicate", l, what, (unsigned long long)peak, len,
+                (int)(len > 300 ? 300 : len), body, x.res, x.err.field, x.err.msg, y.res, y.err.field, y.err.msg);
       ok = false;
     }
   return ok;

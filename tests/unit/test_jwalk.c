@@ -25,7 +25,7 @@ static bool jansson_accepts(const char *s, size_t n) {
 
 static bool walk_accepts(const char *s, size_t n, char *err, size_t cap) {
   jwalk w;
-  jw_init(&w, s, n);
+  jw_init(&w, s, n, NULL);
   bool ok = jw_skip(&w) && jw_finish(&w);
   if (err)
     snprintf(err, cap, "%s", w.error);
@@ -189,7 +189,7 @@ TEST(pieces_equal_janssons) {
   json_t *tree = json_loads(text, 0, &e);
   CHECK(tree != NULL);
   jwalk w;
-  jw_init(&w, text, strlen(text));
+  jw_init(&w, text, strlen(text), NULL);
   CHECK(jw_object_begin(&w));
   const char *key;
   size_t klen;
@@ -215,7 +215,7 @@ TEST(pieces_equal_janssons) {
   CHECK(jw_finish(&w));
   jw_free(&w);
   /* back to the frames array, read whole */
-  jw_init_at(&w, text, strlen(text), frames_at);
+  jw_init_at(&w, text, strlen(text), frames_at, NULL);
   CHECK(jc_same_piece(&w, json_object_get(tree, "frames")));
   jw_free(&w);
   json_decref(tree);
@@ -224,7 +224,7 @@ TEST(pieces_equal_janssons) {
 TEST(errors_name_the_place) {
   const char *text = "{\"a\": [1, 2,\n   3 4]}";
   jwalk w;
-  jw_init(&w, text, strlen(text));
+  jw_init(&w, text, strlen(text), NULL);
   CHECK(!jw_skip(&w));
   CHECK(strstr(w.error, "']' expected near '4'") != NULL);
   CHECK(strstr(w.error, "(line 2, column 6)") != NULL);
@@ -233,12 +233,12 @@ TEST(errors_name_the_place) {
   CHECK(!jw_finish(&w));
   jw_free(&w);
   text = "{\"a\": 1, \"a\": 2}";
-  jw_init(&w, text, strlen(text));
+  jw_init(&w, text, strlen(text), NULL);
   CHECK(!jw_skip(&w));
   CHECK(strstr(w.error, "duplicate object key") != NULL);
   jw_free(&w);
   text = "[\"\xc3\xa9\xc3\xa9\", tru]";
-  jw_init(&w, text, strlen(text));
+  jw_init(&w, text, strlen(text), NULL);
   CHECK(!jw_skip(&w));
   fprintf(stderr, "  %s\n", w.error);
   CHECK(strstr(w.error, "invalid token") != NULL);

@@ -546,6 +546,65 @@ TEST(generated) {
   CHECK_EQ_U(mismatches, before);
 }
 
+/* Under a memory budget: the service's reader reserves its duplicate-key
+ * state (about 70 bytes a key) where the reference does not, so a many-key
+ * body may be refused (RQ_BUDGET) - only when its reading with no limit
+ * needs more than the budget (rd_compare_budget), and otherwise both agree
+ * as without one.  Bodies of 9 to 50,000 keys in a frame, an unknown
+ * member and the top level, with and without a duplicate, under budgets
+ * from 16 KiB to 64 MiB; the large ones must be refused, the small ones
+ * not. */
+TEST(budget) {
+  unsigned before = mismatches, refused = 0, refused_big = 0;
+  sbuf b = {0};
+  static const size_t counts[] = {9, 100, 1000, 50000};
+  static const uint64_t budgets[] = {16 << 10, 256 << 10, 2 << 20, 64 << 20};
+  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+    for (int dup = 0; dup < 2; dup++)
+      for (int where = 0; where < 3; where++) {
+        b.n = 0;
+        if (where == 0)
+          puts_(&b, "{\"modules\":[],\"frames\":[{\"module\":0,\"rva\":1");
+        else if (where == 1)
+          puts_(&b, "{\"modules\":[],\"frames\":[],\"x\":{\"y\":0");
+        else
+          puts_(&b, "{\"modules\":[],\"frames\":[]");
+        for (size_t i = 0; i < counts[c]; i++)
+          putf(&b, ",\"k%zu\":%zu", i, i);
+        if (dup)
+          puts_(&b, ",\"k0\":1");
+        puts_(&b, where == 0 ? "}]}" : where == 1 ? "}}" : "}");
+        for (size_t m = 0; m < sizeof budgets / sizeof budgets[0]; m++) {
+          unsigned r = 0;
+          checked++;
+          if (!rd_check_budget(b.p, b.n, budgets[m], &r))
+            mismatches++;
+          refused += r;
+          /* 50,000 keys need about 3 MB: past 2 MiB on all four readings */
+          if (counts[c] == 50000 && budgets[m] == 2 << 20)
+            refused_big += r;
+          if (counts[c] == 9 && budgets[m] >= 256 << 10)
+            CHECK_EQ_U(r, 0);
+        }
+      }
+  /* the generated bodies too: small, so no refusal past 256 KiB */
+  for (int i = 0; i < 500; i++) {
+    if (i % 2)
+      gen_v5(&b);
+    else
+      gen_symbolicate(&b);
+    unsigned r = 0;
+    checked++;
+    if (!rd_check_budget(b.p, b.n, 256 << 10, &r))
+      mismatches++;
+    CHECK_EQ_U(r, 0);
+  }
+  free(b.p);
+  printf("  %u readings refused for the budget, each needing more than it\n", refused);
+  CHECK_EQ_U(refused_big, 2 * 2 * 3 * 2);
+  CHECK_EQ_U(mismatches, before);
+}
+
 /* ---- the integration tests' bodies ------------------------------------------------------- */
 
 TEST(integration_bodies) {
@@ -592,6 +651,7 @@ int main(void) {
   RUN(depth);
   RUN(many_keys);
   RUN(generated);
+  RUN(budget);
   RUN(integration_bodies);
   printf("  %u bodies compared (each on both routes under %zu limits), %u differences\n", checked,
          sizeof RD_LIMITS / sizeof RD_LIMITS[0], mismatches);

@@ -28,13 +28,18 @@
  * reads "TEXT (line L, column C)" with the position in the whole text
  * (columns count characters, as jansson's do).
  *
- * Memory: the walker's own, outside the request budget and bounded by the
- * text: a level per open container, and for the duplicate check the keys of
- * the open objects (32 bytes each, and the decoded bytes of those with
- * escapes), given back as each object closes.  An object's keys are compared
- * one by one up to JW_LINEAR_KEYS; past that the object gets a hash index of
- * its own (open addressing, at least twice its keys), so a hostile object
- * with a million keys costs linear time, not quadratic.
+ * Memory: bounded by the text, and reserved in the request memory budget
+ * (reqmem.h) before it grows, from the grant the walker is given (jw_init;
+ * NULL: the budget itself): a level per open container, a decoded string
+ * value, and for the duplicate check the keys of the open objects (32 bytes
+ * each, and the decoded bytes of those with escapes), given back as each
+ * object closes.  An object's keys are compared one by one up to
+ * JW_LINEAR_KEYS; past that the object gets a hash index of its own (open
+ * addressing, at least twice its keys), so a hostile object with a million
+ * keys costs linear time, not quadratic - and about 70 bytes a key of
+ * memory, several times its text, which is why it is in the budget.  A
+ * reservation the budget refuses fails the walk ("out of memory") with
+ * w->budget set: the caller answers 503, as for its own arrays.
  *
  * Ownership: the text is borrowed and must outlive the walk; strings handed
  * out (keys, jw_val.s) point into the text or into the walker's own buffers
@@ -48,6 +53,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reqmem.h"
+
 #define JW_MAX_DEPTH 2048  /* jansson's JSON_PARSER_MAX_DEPTH */
 #define JW_LINEAR_KEYS 8   /* keys of one object compared one by one */
 
@@ -60,14 +67,15 @@ typedef struct {
   size_t pos;      /* the cursor: the next byte to read */
   unsigned depth;  /* containers open */
   unsigned cap;
-  jw_level *lv;
-  jw_key *keys;    /* the keys of the open objects, level after level */
-  size_t nkeys, keys_cap;
-  char *arena;     /* decoded keys with escapes */
-  size_t arena_len, arena_cap;
-  char *scratch;   /* a decoded string value, a real number's text */
-  size_t scratch_cap;
+  jw_level *lv;    /* the open levels: lv_b's block */
+  rm_buf lv_b;
+  rm_buf keys_b;   /* jw_key: the keys of the open objects, level after level */
+  size_t nkeys;
+  rm_buf arena;    /* decoded keys with escapes (arena.len: bytes in use) */
+  rm_buf scratch;  /* a decoded string value, a real number's text */
+  rm_grant *grant; /* borrowed: what the buffers above are reserved from */
   bool failed;
+  bool budget;     /* failed because the memory budget refused a reservation */
   char error[320];
 } jwalk;
 
@@ -95,7 +103,10 @@ typedef struct {
   size_t n;
 } jw_val;
 
-void jw_init(jwalk *w, const char *text, size_t len);
+/* A walker over text; its memory is reserved from grant (borrowed, used by
+ * this walker's thread only; NULL: the budget itself). */
+void jw_init(jwalk *w, const char *text, size_t len, rm_grant *grant);
+/* Frees the walker's memory, giving its reservations back. */
 void jw_free(jwalk *w);
 
 /* The first byte of the next value after whitespace ('{', '[', '"', '-',
@@ -139,7 +150,7 @@ bool jw_skip(jwalk *w);
 size_t jw_tell(jwalk *w);
 /* A fresh walker over the same text at an offset jw_tell gave; the value
  * there can then be read as at the first pass (containers entered anew). */
-void jw_init_at(jwalk *w, const char *text, size_t len, size_t pos);
+void jw_init_at(jwalk *w, const char *text, size_t len, size_t pos, rm_grant *grant);
 
 /* After the top-level value: true when only whitespace is left. */
 bool jw_finish(jwalk *w);
