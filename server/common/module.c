@@ -35,7 +35,8 @@ bool module_parse_file_name(const char *in, char *out, size_t cap, const char **
       *why = "file name contains a control character";
       return false;
     }
-    if (strchr(":*?\"<>|%", c)) {
+    if (c == ':' || c == '*' || c == '?' || c == '"' || c == '<' || c == '>' || c == '|' ||
+        c == '%') {
       *why = "file name contains a reserved character";
       return false;
     }
@@ -48,10 +49,12 @@ bool module_parse_file_name(const char *in, char *out, size_t cap, const char **
   return true;
 }
 
+/* ASCII only, whatever the locale: 'A'-'F' | 0x20 are 'a'-'f', and no other
+ * byte becomes one of them */
 static int hexval(int c) {
   if (c >= '0' && c <= '9')
     return c - '0';
-  c = tolower(c);
+  c |= 0x20;
   if (c >= 'a' && c <= 'f')
     return c - 'a' + 10;
   return -1;
@@ -178,9 +181,16 @@ bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, cons
 }
 
 bool module_set_debug_id(module_id *m, const char *in, const char **why) {
+  bool has_age;
+  return module_set_debug_id_ex(m, in, &has_age, why);
+}
+
+bool module_set_debug_id_ex(module_id *m, const char *in, bool *given_age, const char **why) {
   bool has_age = false;
+  *given_age = false;
   if (!module_parse_debug_id_ex(in, m->guid, &m->age, &has_age, why))
     return false;
+  *given_age = has_age;
   if (has_age)
     return true;
   if (m->format == ST_FORMAT_WINDOWS) {

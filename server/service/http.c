@@ -764,6 +764,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   if (r->dispatched)
     return MHD_YES; /* woken before the answer: keep waiting */
+  if (api_route_inline(r->route) && r->body.len <= srv->cfg->inline_max_bytes) {
+    /* a small request whose modules are all in memory: answered here, at
+     * once (api_handle_hot never waits), which spares the two thread
+     * hand-offs a worker costs; else to a worker as below */
+    r->received_ms = engine_now_ms();
+    if (api_handle_hot(srv->a, r->route, &r->body, &r->grant, r->received_ms, &r->ar)) {
+      rm_buf_free(&r->body);
+      conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
+      return send_response(srv, c, r, &r->ar);
+    }
+  }
   if (api_route_heavy(r->route))
     return dispatch(srv, c, r, url);
   /* light routes (health, ready, metrics) never wait: answered here, on the
