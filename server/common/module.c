@@ -77,7 +77,7 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
     *why = "debug_id: empty";
     return false;
   }
-  char hex[32];
+  char hex[32]; /* the GUID's digits' values, 0 to 15 */
   size_t nh = 0;
   const char *p = in;
   size_t n = strlen(in);
@@ -94,11 +94,12 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
           *why = "debug_id: the GUID's dashes must split it 8-4-4-4-12";
           return false;
         }
-        if (hexval((unsigned char)*p) < 0) {
+        int v = hexval((unsigned char)*p);
+        if (v < 0) {
           *why = "debug_id: not a hex digit in the GUID";
           return false;
         }
-        hex[nh++] = *p;
+        hex[nh++] = (char)v;
       }
       if (g < 4) {
         if (*p == '\0') {
@@ -122,12 +123,13 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
         *why = "debug_id: shorter than a GUID (32 hex digits, then the age in hex)";
         return false;
       }
-      if (hexval((unsigned char)*p) < 0) {
+      int v = hexval((unsigned char)*p);
+      if (v < 0) {
         *why = *p == '-' ? "debug_id: a dash inside the GUID: write it 8-4-4-4-12 or as 32 hex digits"
                          : "debug_id: not a hex digit in the GUID";
         return false;
       }
-      hex[nh] = *p;
+      hex[nh] = (char)v;
     }
   }
   bool dash = *p == '-';
@@ -156,7 +158,7 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
   }
   uint8_t b[16];
   for (int i = 0; i < 16; i++)
-    b[i] = (uint8_t)(hexval((unsigned char)hex[2 * i]) * 16 + hexval((unsigned char)hex[2 * i + 1]));
+    b[i] = (uint8_t)(hex[2 * i] * 16 + hex[2 * i + 1]); /* (the digits' values) */
   /* text order -> on-disk layout: Data1 (4), Data2 (2), Data3 (2) little-endian */
   guid[0] = b[3]; guid[1] = b[2]; guid[2] = b[1]; guid[3] = b[0];
   guid[4] = b[5]; guid[5] = b[4];

@@ -411,6 +411,7 @@ typedef struct {
   size_t same;         /* index of the first entry naming the same module (itself if none) */
   render_module rm;    /* Source Link map etc., set up at the first answered frame */
   bool rm_init;
+  char did[48];        /* its debug id as answered (module_debug_id), once did[0] is set */
 } req_module;
 
 /* The lookup state of the parsed modules, in the budget. */
@@ -517,7 +518,7 @@ static void given_or_null(jsonw *w, const rq_request *q, uint32_t off) {
 }
 
 /* m answers (the first entry naming the module); g is this entry. */
-static void answer_module(jsonw *w, const api *a, const rq_request *q, const req_module *m,
+static void answer_module(jsonw *w, const api *a, const rq_request *q, req_module *m,
                           const rq_module *g) {
   jsonw_obj(w);
   if (g->invalid) {
@@ -542,7 +543,9 @@ static void answer_module(jsonw *w, const api *a, const rq_request *q, const req
   }
   const module_id *id = &m->g->id;
   char did[48];
-  module_debug_id(id->guid, id->age, did);
+  if (!m->did[0]) /* once per module, however many entries name it */
+    module_debug_id(id->guid, id->age, m->did);
+  memcpy(did, m->did, sizeof did);
   if (g->no_age)
     did[36] = '\0'; /* the GUID alone, as given: a Portable PDB's id has no age */
   jsonw_key(w, "debug_file");
