@@ -109,6 +109,12 @@ ps_err store_open(const store_config *cfg, store **out, ps_diag *diag);
 void store_close(store *s);
 
 store_result store_get(store *s, const char *key, store_entry *out);
+/* store_get for a module whose table is in memory now and needs nothing
+ * else: no SQLite, no file, no wait (the service's event loop answers small
+ * requests with it, http.h).  STORE_HIT (pinned, as store_get's) only for a
+ * loaded in-memory table whose last_used stamp is not due; STORE_MISS
+ * otherwise, with nothing pinned: store_get then does the rest. */
+store_result store_get_hot(store *s, const char *key, store_entry *out);
 void store_release(store *s, store_entry *e);
 
 /* Ingests a finished symtab in one transaction (visible only once complete;

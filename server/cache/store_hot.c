@@ -208,6 +208,22 @@ void store__hot_drop_lacking(store *s, const char *key, unsigned flags) {
     store__hot_drop(s, key);
 }
 
+store_result store_get_hot(store *s, const char *key, store_entry *out) {
+  memset(out, 0, sizeof *out);
+  int64_t now = now_s();
+  store_result res = STORE_MISS;
+  pthread_mutex_lock(&s->mu);
+  hot *h = hot_find(s, key);
+  if (h && !h->loading && !h->dead && now - h->touched < STORE_TOUCH_SECONDS) {
+    lru_unlink(s, h);
+    lru_push_front(s, h);
+    pin_entry(h, out);
+    res = STORE_HIT;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return res;
+}
+
 store_result store_get(store *s, const char *key, store_entry *out) {
   memset(out, 0, sizeof *out);
   int64_t now = now_s();

@@ -59,6 +59,7 @@ typedef struct {
   uint64_t request_memory_keep; /* bytes of freed large request buffers kept for reuse */
   uint64_t request_workers;
   uint64_t http_threads;
+  uint64_t inline_max_bytes;   /* bodies up to this may be answered on the event loop */
   uint64_t max_connections;
   uint64_t max_connections_per_ip; /* 0: none */
   uint64_t read_timeout;       /* seconds, absolute; 0: none */

@@ -35,7 +35,8 @@ bool module_parse_file_name(const char *in, char *out, size_t cap, const char **
       *why = "file name contains a control character";
       return false;
     }
-    if (strchr(":*?\"<>|%", c)) {
+    if (c == ':' || c == '*' || c == '?' || c == '"' || c == '<' || c == '>' || c == '|' ||
+        c == '%') {
       *why = "file name contains a reserved character";
       return false;
     }
@@ -48,10 +49,12 @@ bool module_parse_file_name(const char *in, char *out, size_t cap, const char **
   return true;
 }
 
+/* ASCII only, whatever the locale: 'A'-'F' | 0x20 are 'a'-'f', and no other
+ * byte becomes one of them */
 static int hexval(int c) {
   if (c >= '0' && c <= '9')
     return c - '0';
-  c = tolower(c);
+  c |= 0x20;
   if (c >= 'a' && c <= 'f')
     return c - 'a' + 10;
   return -1;
@@ -74,7 +77,7 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
     *why = "debug_id: empty";
     return false;
   }
-  char hex[32];
+  char hex[32]; /* the GUID's digits' values, 0 to 15 */
   size_t nh = 0;
   const char *p = in;
   size_t n = strlen(in);
@@ -91,11 +94,12 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
           *why = "debug_id: the GUID's dashes must split it 8-4-4-4-12";
           return false;
         }
-        if (hexval((unsigned char)*p) < 0) {
+        int v = hexval((unsigned char)*p);
+        if (v < 0) {
           *why = "debug_id: not a hex digit in the GUID";
           return false;
         }
-        hex[nh++] = *p;
+        hex[nh++] = (char)v;
       }
       if (g < 4) {
         if (*p == '\0') {
@@ -119,12 +123,13 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
         *why = "debug_id: shorter than a GUID (32 hex digits, then the age in hex)";
         return false;
       }
-      if (hexval((unsigned char)*p) < 0) {
+      int v = hexval((unsigned char)*p);
+      if (v < 0) {
         *why = *p == '-' ? "debug_id: a dash inside the GUID: write it 8-4-4-4-12 or as 32 hex digits"
                          : "debug_id: not a hex digit in the GUID";
         return false;
       }
-      hex[nh] = *p;
+      hex[nh] = (char)v;
     }
   }
   bool dash = *p == '-';
@@ -153,7 +158,7 @@ bool module_parse_debug_id_ex(const char *in, uint8_t guid[16], uint32_t *age, b
   }
   uint8_t b[16];
   for (int i = 0; i < 16; i++)
-    b[i] = (uint8_t)(hexval((unsigned char)hex[2 * i]) * 16 + hexval((unsigned char)hex[2 * i + 1]));
+    b[i] = (uint8_t)(hex[2 * i] * 16 + hex[2 * i + 1]); /* (the digits' values) */
   /* text order -> on-disk layout: Data1 (4), Data2 (2), Data3 (2) little-endian */
   guid[0] = b[3]; guid[1] = b[2]; guid[2] = b[1]; guid[3] = b[0];
   guid[4] = b[5]; guid[5] = b[4];
@@ -178,9 +183,16 @@ bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, cons
 }
 
 bool module_set_debug_id(module_id *m, const char *in, const char **why) {
+  bool has_age;
+  return module_set_debug_id_ex(m, in, &has_age, why);
+}
+
+bool module_set_debug_id_ex(module_id *m, const char *in, bool *given_age, const char **why) {
   bool has_age = false;
+  *given_age = false;
   if (!module_parse_debug_id_ex(in, m->guid, &m->age, &has_age, why))
     return false;
+  *given_age = has_age;
   if (has_age)
     return true;
   if (m->format == ST_FORMAT_WINDOWS) {

@@ -57,6 +57,10 @@ bool module_parse_debug_id(const char *in, uint8_t guid[16], uint32_t *age, cons
  * the client never named.  Set m->format before calling. */
 bool module_set_debug_id(module_id *m, const char *in, const char **why);
 
+/* module_set_debug_id that also says whether the id gave an age (*given_age;
+ * false on failure), so that a caller needs no second parse for it. */
+bool module_set_debug_id_ex(module_id *m, const char *in, bool *given_age, const char **why);
+
 #define MODULE_NO_AGE                                                                          \
   "debug_id: no age after the GUID; a Windows PDB is named by GUID and age "                  \
   "(3773e353-0b2e-4938-82ec-a7324b16c2d9-1 or 3773E3530B2E493882ECA7324B16C2D91); "            \

@@ -1585,6 +1585,36 @@ static bool resolve_once(engine *e, const module_id *m, uint64_t deadline_ms, mo
   return true;
 }
 
+bool engine_resolve_hot(engine *e, const module_id *m, mod_handle *out) {
+  memset(out, 0, sizeof *out);
+  st_format fmts[2];
+  if (formats_for(m, fmts) < 1)
+    return false;
+  /* what try_cache answers when its first format is a hit */
+  char key[320];
+  module_cache_key(m, fmts[0], key, sizeof key);
+  pin *p = calloc(1, sizeof *p);
+  if (!p)
+    return false;
+  if (store_get_hot(e->store, key, &p->ent) != STORE_HIT) {
+    free(p);
+    return false;
+  }
+  p->kind = 1;
+  out->status = MOD_FOUND;
+  out->format = fmts[0];
+  out->st = p->ent.st;
+  out->pin = p;
+  out->from_cache = true;
+  snprintf(out->source, sizeof out->source, "%s", p->ent.source);
+  if (wants_names(e, m, out)) { /* the image's names may come: engine_resolve waits for them */
+    engine_release(e, out);
+    memset(out, 0, sizeof *out);
+    return false;
+  }
+  return true;
+}
+
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
   /* A job may finish between the cache's miss and resolve_once's look for
    * it under e->mu: it put its table (or negative entry) in the cache and is

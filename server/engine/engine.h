@@ -91,6 +91,12 @@ void engine_drain(engine *e);
  * download_queue jobs are already running, a new module waits for room until
  * the deadline, then gets MOD_PENDING (no job is started for it). */
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
+/* engine_resolve for a module that is answered from memory at once (the
+ * table in the cache's memory, nothing to fetch, read or wait for): true
+ * with out as engine_resolve would set it; false (nothing to release) when
+ * anything more is needed, which engine_resolve then does.  Never blocks
+ * but on the cache's mutex. */
+bool engine_resolve_hot(engine *e, const module_id *m, mod_handle *out);
 void engine_release(engine *e, mod_handle *h);
 
 /* Bytes the cache folder holds on disk: the database, its WAL and -shm

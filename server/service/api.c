@@ -411,6 +411,7 @@ typedef struct {
   size_t same;         /* index of the first entry naming the same module (itself if none) */
   render_module rm;    /* Source Link map etc., set up at the first answered frame */
   bool rm_init;
+  char did[48];        /* its debug id as answered (module_debug_id), once did[0] is set */
 } req_module;
 
 /* The lookup state of the parsed modules, in the budget. */
@@ -517,7 +518,7 @@ static void given_or_null(jsonw *w, const rq_request *q, uint32_t off) {
 }
 
 /* m answers (the first entry naming the module); g is this entry. */
-static void answer_module(jsonw *w, const api *a, const rq_request *q, const req_module *m,
+static void answer_module(jsonw *w, const api *a, const rq_request *q, req_module *m,
                           const rq_module *g) {
   jsonw_obj(w);
   if (g->invalid) {
@@ -542,7 +543,9 @@ static void answer_module(jsonw *w, const api *a, const rq_request *q, const req
   }
   const module_id *id = &m->g->id;
   char did[48];
-  module_debug_id(id->guid, id->age, did);
+  if (!m->did[0]) /* once per module, however many entries name it */
+    module_debug_id(id->guid, id->age, m->did);
+  memcpy(did, m->did, sizeof did);
   if (g->no_age)
     did[36] = '\0'; /* the GUID alone, as given: a Portable PDB's id has no age */
   jsonw_key(w, "debug_file");
@@ -596,10 +599,32 @@ static void dedupe_modules(req_module *mods, size_t n) {
   }
 }
 
-/* Step 2 of the file comment: probe all, then wait for the pending ones. */
-static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadline) {
+/* Step 2 of the file comment: probe all, then wait for the pending ones.
+ * hot_only (a request answered on the event loop, http.h): every module must
+ * be answered from memory at once (engine_resolve_hot), else false with
+ * nothing pinned, and the request goes to a worker. */
+static bool resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadline, bool hot_only) {
   uint64_t now = engine_now_ms();
   dedupe_modules(mods, n);
+  if (hot_only) {
+    for (size_t i = 0; i < n; i++) {
+      if (mods[i].skip || mods[i].g->invalid || mods[i].same != i)
+        continue;
+      if (!engine_resolve_hot(a->eng, &mods[i].g->id, &mods[i].h)) {
+        for (size_t k = 0; k < i; k++)
+          if (mods[k].resolved) {
+            engine_release(a->eng, &mods[k].h);
+            mods[k].resolved = false;
+          }
+        return false;
+      }
+      mods[i].resolved = true;
+    }
+    for (size_t i = 0; i < n; i++)
+      if (mods[i].resolved)
+        mt_cache(true);
+    return true;
+  }
   for (size_t i = 0; i < n; i++) {
     if (mods[i].skip || mods[i].g->invalid || mods[i].same != i)
       continue;
@@ -619,6 +644,7 @@ static void resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
      * the engine read the fresh module back from it */
     mods[i].h.from_cache = false;
   }
+  return true;
 }
 
 static void release_modules(api *a, req_module *mods, size_t n) {
@@ -643,7 +669,7 @@ static rq_limits limits_of(const srv_config *cfg) {
 }
 
 static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_grant *grant,
-                        uint64_t received_ms, api_response *out) {
+                        uint64_t received_ms, bool hot_only, bool *declined, api_response *out) {
   rq_request q;
   memset(&q, 0, sizeof q);
   rq_error err;
@@ -670,7 +696,10 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
     goto done;
   }
   /* the request's time counts from its arrival, queueing for a worker included */
-  resolve_modules(a, mods, nm, received_ms + timeout_ms);
+  if (!resolve_modules(a, mods, nm, received_ms + timeout_ms, hot_only)) {
+    *declined = true;
+    goto done;
+  }
 
   uint64_t counts[FS__COUNT] = {0};
   jsonw *w = &an.w;
@@ -888,7 +917,8 @@ static void v5_found_modules(answer *an, const rq_request *q, const rq_job *j, r
 }
 
 static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, rm_grant *grant,
-                           uint64_t received_ms, api_response *out) {
+                           uint64_t received_ms, bool hot_only, bool *declined,
+                           api_response *out) {
   rq_request q;
   memset(&q, 0, sizeof q);
   rq_error err;
@@ -910,7 +940,10 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
     goto done;
   }
   /* v5 clients (the Firefox Profiler) never ask again: wait longer */
-  resolve_modules(a, mods, nm, received_ms + a->cfg->v5_timeout * 1000u);
+  if (!resolve_modules(a, mods, nm, received_ms + a->cfg->v5_timeout * 1000u, hot_only)) {
+    *declined = true;
+    goto done;
+  }
   uint64_t counts[FS__COUNT] = {0};
   jsonw *w = &an.w;
   jsonw_obj(w);
@@ -1054,12 +1087,15 @@ static void handle(api *a, api_route_id route, const char *path, const char *que
                    uint64_t received_ms, api_response *out) {
   memset(out, 0, sizeof *out);
   out->frames = out->modules = -1;
+  bool declined = false; /* (only hot_only requests decline) */
   switch (route) {
   case RT_SYMBOLICATE:
-    symbolicate(a, body ? body : "", body ? len : 0, owned, grant, received_ms, out);
+    symbolicate(a, body ? body : "", body ? len : 0, owned, grant, received_ms, false,
+                &declined, out);
     return;
   case RT_SYMBOLICATE_V5:
-    symbolicate_v5(a, body ? body : "", body ? len : 0, owned, grant, received_ms, out);
+    symbolicate_v5(a, body ? body : "", body ? len : 0, owned, grant, received_ms, false,
+                   &declined, out);
     return;
   default:
     break;
@@ -1127,4 +1163,22 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
 void api_handle_owned(api *a, api_route_id route, const char *path, const char *query_format,
                       rm_buf *body, rm_grant *grant, uint64_t received_ms, api_response *out) {
   handle(a, route, path, query_format, body->p, body->len, body, grant, received_ms, out);
+}
+
+bool api_route_inline(api_route_id r) { return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5; }
+
+bool api_handle_hot(api *a, api_route_id route, const rm_buf *body, rm_grant *grant,
+                    uint64_t received_ms, api_response *out) {
+  memset(out, 0, sizeof *out);
+  out->frames = out->modules = -1;
+  if (a->draining || !api_route_inline(route))
+    return false;
+  bool declined = false;
+  const char *p = body->p ? body->p : "";
+  size_t len = body->p ? body->len : 0;
+  if (route == RT_SYMBOLICATE)
+    symbolicate(a, p, len, NULL, grant, received_ms, true, &declined, out);
+  else
+    symbolicate_v5(a, p, len, NULL, grant, received_ms, true, &declined, out);
+  return !declined; /* declined: nothing was written to out */
 }

@@ -131,6 +131,21 @@ void api_handle(api *a, api_route_id route, const char *path, const char *query_
 void api_handle_owned(api *a, api_route_id route, const char *path, const char *query_format,
                       rm_buf *body, rm_grant *grant, uint64_t received_ms, api_response *out);
 
+/* Routes whose small requests the event loop may answer itself
+ * (api_handle_hot): /symbolicate and /symbolicate/v5. */
+bool api_route_inline(api_route_id r);
+
+/* On the event loop (http.c), for a request of an api_route_inline route
+ * whose body (borrowed: not freed) is at most inline_max_bytes: parses it
+ * and, when every module it names is answered from memory at once
+ * (engine_resolve_hot: no download, no SQLite, no file, no wait), answers it
+ * in out as api_handle_owned would, byte for byte, and returns true.  A
+ * body that does not parse is answered too (its 400 needs nothing more).
+ * false (out empty, nothing held) when a module needs more, or while
+ * draining: the request then goes to a worker as before. */
+bool api_handle_hot(api *a, api_route_id route, const rm_buf *body, rm_grant *grant,
+                    uint64_t received_ms, api_response *out);
+
 /* A JSON error response {"error": msg, "field": field?}; field may be NULL. */
 void api_error(api_response *out, unsigned status, const char *msg, const char *field);
 

@@ -48,6 +48,7 @@ struct conns {
   pthread_cond_t cv;
   pthread_t sweeper;
   bool stop;
+  uint64_t wake_ms; /* when the sweeper wakes next (now_ms), unless signalled */
   conn_entry *rhead, *rtail, *whead, *wtail, *shead;
   ip_slot *buckets[IP_BUCKETS];
   conns_stats st;
@@ -148,6 +149,15 @@ static void unlink_phase(conns *t, conn_entry *e) {
   e->prev = e->next = e->iprev = e->inext = NULL;
 }
 
+/* A deadline due_ms (0: none) joined the lists: the sweeper is woken only
+ * when it would sleep past it.  It wakes at least once a second anyway and
+ * the deadlines are whole seconds away, so a request (its connection's
+ * phases READ, BUSY, WRITE, READ) no longer wakes it at each phase. */
+static void wake_for(conns *t, uint64_t due_ms) {
+  if (due_ms && due_ms < t->wake_ms)
+    pthread_cond_signal(&t->cv);
+}
+
 static void link_phase(conns *t, conn_entry *e, conn_phase p) {
   bool keep_since = p == CONN_STREAM && e->phase == CONN_READ;
   e->phase = p;
@@ -162,7 +172,7 @@ static void link_phase(conns *t, conn_entry *e, conn_phase p) {
       t->shead->prev = e;
     t->shead = e;
     t->st.streaming++;
-    pthread_cond_signal(&t->cv);
+    wake_for(t, t->cfg.read_timeout_ms ? e->since_ms + t->cfg.read_timeout_ms : 0);
   } else if (p == CONN_READ) {
     bool was_empty = !t->rhead;
     e->prev = t->rtail;
@@ -178,7 +188,7 @@ static void link_phase(conns *t, conn_entry *e, conn_phase p) {
       e->ip->rhead = e;
     e->ip->rtail = e;
     if (was_empty)
-      pthread_cond_signal(&t->cv);
+      wake_for(t, t->cfg.read_timeout_ms ? e->since_ms + t->cfg.read_timeout_ms : 0);
   } else if (p == CONN_WRITE) {
     bool was_empty = !t->whead;
     e->prev = t->wtail;
@@ -189,7 +199,7 @@ static void link_phase(conns *t, conn_entry *e, conn_phase p) {
     t->wtail = e;
     t->st.writing++;
     if (was_empty)
-      pthread_cond_signal(&t->cv);
+      wake_for(t, t->cfg.write_timeout_ms ? e->since_ms + t->cfg.write_timeout_ms : 0);
   } else {
     t->st.busy++;
   }
@@ -251,6 +261,7 @@ static void *sweep_main(void *arg) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t wait_ms = next > now ? next - now : 0;
+    t->wake_ms = now + wait_ms; /* (it wakes 1 ms after: early enough for wake_for) */
     ts.tv_sec += (time_t)(wait_ms / 1000);
     ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L + 1000000L; /* +1 ms: wake after, not before */
     while (ts.tv_nsec >= 1000000000L) {

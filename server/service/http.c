@@ -96,6 +96,7 @@ typedef struct {
   bool close_after;   /* the answer closes the connection */
   bool out_of_memory; /* the body did not fit in the memory budget */
   bool dispatched;    /* handed to a worker */
+  bool inlined;       /* answered on the event loop (api_handle_hot) */
   _Atomic bool done;  /* the worker's answer is in ar */
   uint64_t discarded; /* body bytes thrown away after a refusal */
   unsigned status;
@@ -900,6 +901,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     pthread_mutex_unlock(&r->feed_mu);
     return MHD_YES;
   }
+  if (api_route_inline(r->route) && r->body.len <= srv->cfg->inline_max_bytes) {
+    /* a small request whose modules are all in memory: answered here, at
+     * once (api_handle_hot never waits), which spares the two thread
+     * hand-offs a worker costs; else to a worker as below */
+    r->received_ms = engine_now_ms();
+    if (api_handle_hot(srv->a, r->route, &r->body, &r->grant, r->received_ms, &r->ar)) {
+      rm_buf_free(&r->body);
+      r->inlined = true;
+      conns_set_phase(srv->ct, entry_of(c), CONN_BUSY);
+      return send_response(srv, c, r, &r->ar);
+    }
+  }
   if (api_route_heavy(r->route))
     return dispatch(srv, c, r, url);
   /* light routes (health, ready, metrics) never wait: answered here, on the
@@ -936,6 +949,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     log_int(&l, "frames", r->frames);
   if (r->modules >= 0)
     log_int(&l, "modules", r->modules);
+  if (r->inlined)
+    log_str(&l, "answered_by", "event_loop");
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     static const char *const why[] = {"completed", "error", "timeout", "daemon shutdown",
                                       "read error", "client abort"};

@@ -355,14 +355,12 @@ static bool parse_module(rq_request *r, jw_type type, const module_fields *mf, s
     module_invalid(&p, i, f, "debug_id is required", NULL);
   else if (di->type != JW_STRING)
     module_invalid(&p, i, f, "debug_id must be a string", NULL);
-  else if (!p.invalid && !module_set_debug_id(&out->id, kept_str(t, di), &why))
-    module_invalid(&p, i, f, "invalid debug_id: ", rq_reason(why));
   else if (!p.invalid) {
-    uint8_t g[16];
-    uint32_t age;
-    bool has_age = true;
-    module_parse_debug_id_ex(kept_str(t, di), g, &age, &has_age, NULL);
-    out->no_age = !has_age;
+    bool has_age = false;
+    if (!module_set_debug_id_ex(&out->id, kept_str(t, di), &has_age, &why))
+      module_invalid(&p, i, f, "invalid debug_id: ", rq_reason(why));
+    else
+      out->no_age = !has_age;
   }
   const kept_value *cf = &mf->f[MF_CODE_FILE];
   f = ".code_file";

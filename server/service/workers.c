@@ -15,23 +15,55 @@ typedef struct {
   void *arg;
 } job;
 
+/* A thread of the pool.  An idle one waits on its own condition variable,
+ * on the pool's stack of idle threads: a job wakes the thread that went
+ * idle last, whose stack, heap arena and cache lines are the warmest, so a
+ * steady trickle of requests keeps to a few threads instead of rotating
+ * through all of them. */
+typedef struct {
+  struct wpool *p;
+  pthread_cond_t cv;
+  bool waiting; /* on the idle stack */
+} worker;
+
 struct wpool {
   pthread_mutex_t mu;
-  pthread_cond_t has_job; /* workers wait here */
   pthread_cond_t idle;    /* wp_idle waits here */
   job *ring;
   unsigned cap, head, count, running;
   bool stopping;
   unsigned nthreads;
   pthread_t *threads;
+  worker *workers;        /* one per thread */
+  worker **idlers;        /* the idle stack, the last to go idle on top */
+  unsigned nidle;
+  unsigned nworkers;      /* workers[] set up (their condition variables) */
 };
 
+static void idle_remove(wpool *p, worker *w) {
+  for (unsigned i = 0; i < p->nidle; i++) {
+    if (p->idlers[i] == w) {
+      for (unsigned k = i + 1; k < p->nidle; k++)
+        p->idlers[k - 1] = p->idlers[k];
+      p->nidle--;
+      break;
+    }
+  }
+  w->waiting = false;
+}
+
 static void *worker_main(void *arg) {
-  wpool *p = arg;
+  worker *self = arg;
+  wpool *p = self->p;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->count && !p->stopping)
-      pthread_cond_wait(&p->has_job, &p->mu);
+    while (!p->count && !p->stopping) {
+      self->waiting = true;
+      p->idlers[p->nidle++] = self;
+      pthread_cond_wait(&self->cv, &p->mu);
+      if (self->waiting) /* woken by nobody: off the stack before looking again */
+        idle_remove(p, self);
+    }
     if (!p->count)
       break; /* stopping, and nothing left to run */
     job j = p->ring[p->head];
@@ -57,22 +89,30 @@ wpool *wp_start(unsigned threads, unsigned queue_max, const char *name) {
     return NULL;
   p->ring = calloc(queue_max, sizeof *p->ring);
   p->threads = calloc(threads, sizeof *p->threads);
-  if (!p->ring || !p->threads) {
+  p->workers = calloc(threads, sizeof *p->workers);
+  p->idlers = calloc(threads, sizeof *p->idlers);
+  if (!p->ring || !p->threads || !p->workers || !p->idlers) {
     free(p->ring);
     free(p->threads);
+    free(p->workers);
+    free(p->idlers);
     free(p);
     return NULL;
   }
   p->cap = queue_max;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->has_job, NULL);
+  for (unsigned i = 0; i < threads; i++) {
+    p->workers[i].p = p;
+    pthread_cond_init(&p->workers[i].cv, NULL);
+  }
+  p->nworkers = threads;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&p->idle, &ca);
   pthread_condattr_destroy(&ca);
   for (unsigned i = 0; i < threads; i++) {
-    if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0)
+    if (pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i]) != 0)
       break;
     p->nthreads++;
     if (name) {
@@ -94,7 +134,11 @@ bool wp_submit(wpool *p, wp_fn fn, void *arg) {
   if (ok) {
     p->ring[(p->head + p->count) % p->cap] = (job){fn, arg};
     p->count++;
-    pthread_cond_signal(&p->has_job);
+    if (p->nidle) {
+      worker *w = p->idlers[--p->nidle];
+      w->waiting = false;
+      pthread_cond_signal(&w->cv);
+    }
   }
   pthread_mutex_unlock(&p->mu);
   return ok;
@@ -120,14 +164,18 @@ void wp_stop(wpool *p) {
     return;
   pthread_mutex_lock(&p->mu);
   p->stopping = true;
-  pthread_cond_broadcast(&p->has_job);
+  for (unsigned i = 0; i < p->nthreads; i++)
+    pthread_cond_signal(&p->workers[i].cv);
   pthread_mutex_unlock(&p->mu);
   for (unsigned i = 0; i < p->nthreads; i++)
     pthread_join(p->threads[i], NULL);
-  pthread_cond_destroy(&p->has_job);
+  for (unsigned i = 0; i < p->nworkers; i++)
+    pthread_cond_destroy(&p->workers[i].cv);
   pthread_cond_destroy(&p->idle);
   pthread_mutex_destroy(&p->mu);
   free(p->threads);
+  free(p->workers);
+  free(p->idlers);
   free(p->ring);
   free(p);
 }

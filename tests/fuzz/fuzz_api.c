@@ -6,7 +6,9 @@
  * (default_timeout 0), so unknown modules come back pending or missing.
  * Every answer is also compared, byte for byte, with the one the renderer
  * before issue 15 gives (tests/unit/api_ref.h): the fuzzer looks for bodies
- * where the streaming writer and the jansson trees part.
+ * where the streaming writer and the jansson trees part.  When the event
+ * loop's way (api_handle_hot) answers a body too, its answer must be the
+ * same bytes.
  */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <ftw.h>
@@ -88,6 +90,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fprintf(stderr, "fuzz_api: the answers part:\n  old %u %.300s\n  new %u %.300s\n", ref.status,
               ref.body, r.status, r.body);
       abort();
+    }
+    /* the event loop's way (api_handle_hot): when it answers (a body that
+     * does not parse, modules all invalid or none: no module of this empty
+     * cache is in memory), the same bytes as a worker's */
+    rm_buf b;
+    memset(&b, 0, sizeof b);
+    b.p = (char *)(uintptr_t)data;
+    b.len = size;
+    api_response hot;
+    if (api_handle_hot(&the_api, routes[i], &b, NULL, engine_now_ms(), &hot)) {
+      if (hot.status != r.status || hot.len != r.len || memcmp(hot.body, r.body, r.len) != 0) {
+        fprintf(stderr, "fuzz_api: the event loop's answer parts:\n  worker %u %.300s\n  loop %u %.300s\n",
+                r.status, r.body, hot.status, hot.body ? hot.body : "");
+        abort();
+      }
+      free(hot.body);
+      rm_release(hot.charged);
     }
     free(ref.body);
     free(r.body);
