@@ -52,6 +52,10 @@ int cmd_serve(int argc, char **argv) {
                     "request_workers <= 4096 and http_threads <= 256\n");
     return 2;
   }
+  if (cfg.trace_feed_bytes < 4096 || cfg.trace_feed_bytes > ((uint64_t)64 << 20)) {
+    fprintf(stderr, "pdbsym serve: trace_feed_bytes must be between 4K and 64M\n");
+    return 2;
+  }
   if (cfg.download_workers > 256 || cfg.download_queue > 1000000 || cfg.max_parallel_downloads > 256) {
     fprintf(stderr, "pdbsym serve: download_workers and max_parallel_downloads are at most 256, "
                     "download_queue at most 1000000\n");

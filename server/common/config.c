@@ -85,6 +85,7 @@ static const cf_setting settings[] = {
     U(stop_timeout, "25", "seconds from SIGTERM to exit at most: every grace of the shutdown (shutdown_grace, the downloads', the cache writer's) is cut to what is left of it"),
     Z(max_trace_bytes, "4G", "largest POST /traces body (a .nettrace file); larger ones get 413"),
     U(max_trace_jobs, "2", "POST /traces requests processed at once; more get 503"),
+    Z(trace_feed_bytes, "1M", "bytes of a POST /traces body the event loop hands to the trace's worker at a time (two such buffers a trace); past it the connection waits for the worker; 4K to 64M"),
     Z(trace_min_rate, "256K", "bytes/s a POST /traces body must average once read_timeout has passed (else it is closed); 0: no floor"),
     Z(trace_stack_budget, "32M", "bytes of interned stacks a trace job keeps in memory before spilling them to disk"),
     Z(trace_code_budget, "256M", "bytes a trace job may spend on the trace's methods, addresses and frames"),

@@ -24,7 +24,7 @@
  * (not evictable; its read deadline grows with the bytes received, at
  * trace_min_rate) and a worker takes the trace job at once (run_trace).  The
  * event loop only copies each body chunk into the request's feed buffer
- * (TRACE_FEED_MAX bytes); the worker feeds the buffered bytes to the job
+ * (trace_feed_bytes); the worker feeds the buffered bytes to the job
  * (parsing blocks of up to 16 MiB, a few hundred ms each: never on the event
  * loop, which serves /health meanwhile; the job's memory is bounded by its
  * own budgets, not request_memory_max).  When the buffer is full the
@@ -121,7 +121,7 @@ typedef struct {
   int answer_fd;            /* the answer's file, once run_trace wrote it; -1: none */
   uint64_t answer_size;
   /* the body's bytes on their way from the event loop to the worker: under
-   * feed_mu, the loop appends to feed (at most TRACE_FEED_MAX bytes), the
+   * feed_mu, the loop appends to feed (at most trace_feed_bytes), the
    * worker swaps it for its own empty buffer */
   bool feeding;             /* a worker runs run_trace (from admission on) */
   pthread_mutex_t feed_mu;
@@ -136,7 +136,6 @@ typedef struct {
 
 /* Bytes of a trace's body buffered between the event loop and its worker
  * (twice this per trace job: the buffer being filled, the one being fed). */
-#define TRACE_FEED_MAX ((size_t)1 << 20)
 
 static _Atomic long heavy_inflight;
 static _Atomic long trace_jobs;
@@ -668,8 +667,8 @@ static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, r
       r->trace_timeout_s = v;
   }
   /* the worker that feeds the body to the job, from now on */
-  r->feed = malloc(TRACE_FEED_MAX);
-  r->feed_spare = malloc(TRACE_FEED_MAX);
+  r->feed = malloc((size_t)srv->cfg->trace_feed_bytes);
+  r->feed_spare = malloc((size_t)srv->cfg->trace_feed_bytes);
   if (!r->feed || !r->feed_spare) {
     r->close_after = true;
     return send_error(srv, c, r, 500, "out of memory", NULL);
@@ -842,7 +841,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
       }
       pthread_mutex_lock(&r->feed_mu);
-      size_t room = TRACE_FEED_MAX - r->feed_len, take = n < room ? n : room;
+      size_t room = (size_t)srv->cfg->trace_feed_bytes - r->feed_len, take = n < room ? n : room;
       memcpy(r->feed + r->feed_len, upload_data, take);
       r->feed_len += take;
       pthread_cond_signal(&r->feed_cv);

@@ -168,4 +168,17 @@ try:
 finally:
     srv.close()
 
+# ---- 3. the smallest feed buffer: the connection paused and resumed at every 4 KiB -------
+srv = Server(args=["--trace-feed-bytes", "4K"])
+try:
+    out = {}
+    t0 = time.monotonic()
+    one(0)
+    check_answer("trace_feed_bytes = 4K, chunked", *out[0], counts)
+    one(1)
+    check_answer("trace_feed_bytes = 4K, Content-Length", *out[1], counts)
+    print("trace_feed_bytes = 4K: 2 traces one after the other in %.2f s" % (time.monotonic() - t0))
+finally:
+    srv.close()
+
 c.done()
