@@ -135,11 +135,11 @@ typedef struct {
 } kept_value;
 
 /* The texts of the kept strings: one buffer, emptied for each piece,
- * bounded by the largest piece. */
+ * bounded by the largest piece, and reserved in the request's grant like
+ * the arrays (a failed copy fails the buffer for good, and the request gets
+ * the budget's answer). */
 typedef struct {
-  char *p;
-  size_t len, cap;
-  bool oom; /* a copy did not fit: the request gets the budget's answer */
+  rm_buf b;
 } kept_texts;
 
 static void keep(kept_texts *t, kept_value *k, const jw_val *v) {
@@ -148,28 +148,25 @@ static void keep(kept_texts *t, kept_value *k, const jw_val *v) {
   k->nr = scalar_number(v, UINT64_MAX, &k->v);
   if (v->type != JW_STRING)
     return;
-  if (v->n + 1 > t->cap - t->len) {
-    size_t ncap = t->cap ? t->cap : 256;
-    while (ncap - t->len < v->n + 1)
-      ncap *= 2;
-    char *b = realloc(t->p, ncap);
-    if (!b) {
-      t->oom = true;
-      k->type = JW_NULL; /* never read: the request fails */
-      return;
-    }
-    t->p = b;
-    t->cap = ncap;
+  size_t at = t->b.len;
+  if (v->n >= SIZE_MAX - at || !rm_buf_reserve(&t->b, at + v->n + 1)) {
+    t->b.failed = true;
+    k->type = JW_NULL; /* never read: the request fails */
+    return;
   }
-  k->str = t->len;
+  k->str = at;
   k->len = v->n;
-  memcpy(t->p + t->len, v->s, v->n);
-  t->p[t->len + v->n] = '\0';
-  t->len += v->n + 1;
+  if (v->n)
+    memcpy(t->b.p + at, v->s, v->n);
+  t->b.p[at + v->n] = '\0';
+  t->b.len = at + v->n + 1;
 }
 
+/* Whether a copy did not fit in the budget. */
+static bool texts_failed(const kept_texts *t) { return t->b.failed; }
+
 /* A kept string (NUL-terminated). */
-static const char *kept_str(const kept_texts *t, const kept_value *k) { return t->p + k->str; }
+static const char *kept_str(const kept_texts *t, const kept_value *k) { return t->b.p + k->str; }
 
 /* Whether a member was given and is not null. */
 static bool kept_set(const kept_value *k) { return k->given && k->type != JW_NULL; }
@@ -728,11 +725,11 @@ static void sym_modules(sym_walk *s, jwalk *w) {
       module_fields mf;
       memset(&mf, 0, sizeof mf);
       mf.texts = &s->texts;
-      s->texts.len = 0;
+      s->texts.b.len = 0;
       jw_type t = jw_piece(w, module_member, &mf);
       if (t == JW_NONE)
         break;
-      if (s->texts.oom || !room(&s->r->mods_b, i + 1, sizeof(rq_module))) {
+      if (texts_failed(&s->texts) || !room(&s->r->mods_b, i + 1, sizeof(rq_module))) {
         s->budget = true;
       } else {
         s->r->mods = (rq_module *)(void *)s->r->mods_b.p;
@@ -767,6 +764,7 @@ rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *li
   memset(&s, 0, sizeof s);
   s.lim = lim;
   s.r = out;
+  s.texts.b.grant = grant;
   jwalk w;
   jw_init(&w, body, len, grant);
   rq_result res = RQ_OK;
@@ -879,7 +877,7 @@ rq_result rq_parse_symbolicate(const char *body, size_t len, const rq_limits *li
     res = RQ_BUDGET;
 done:
   jw_free(&w);
-  free(s.texts.p);
+  rm_buf_free(&s.texts.b);
   if (res == RQ_OK)
     shrink(out);
   return res;
@@ -907,9 +905,9 @@ typedef struct {
   int64_t i0, i1;      /* JW_INTEGER: their values */
   num_result nr1;      /* scalar_number(element 1, UINT64_MAX) */
   uint64_t v1;
-  char *text;          /* element 1 as given when it is a hex string too wide */
-  size_t text_cap;
-  bool oom;
+  rm_buf text;         /* element 1 as given (NUL-terminated) when it is a hex
+                        * string too wide, in the request's grant */
+  bool oom;            /* that copy did not fit in the budget */
 } v5_frame_fields;
 
 static void v5_frame_member(void *ctx, const char *key, size_t klen, size_t index, const jw_val *v) {
@@ -925,17 +923,14 @@ static void v5_frame_member(void *ctx, const char *key, size_t klen, size_t inde
     ff->i1 = v->i;
     ff->nr1 = scalar_number(v, UINT64_MAX, &ff->v1);
     if (v->type == JW_STRING && ff->nr1 == NUM_RANGE) {
-      if (v->n + 1 > ff->text_cap) {
-        char *b = realloc(ff->text, v->n + 1);
-        if (!b) {
-          ff->oom = true;
-          return;
-        }
-        ff->text = b;
-        ff->text_cap = v->n + 1;
+      ff->text.len = 0;
+      if (v->n >= SIZE_MAX || !rm_buf_reserve(&ff->text, v->n + 1)) {
+        ff->oom = true;
+        return;
       }
-      memcpy(ff->text, v->s, v->n);
-      ff->text[v->n] = '\0';
+      memcpy(ff->text.p, v->s, v->n); /* n >= 3: "0x" and digits */
+      ff->text.p[v->n] = '\0';
+      ff->text.len = v->n + 1;
     }
   }
 }
@@ -1031,11 +1026,11 @@ static void v5_map(v5_walk *s, v5_job_walk *j, jwalk *w) {
       map_fields mf;
       memset(&mf, 0, sizeof mf);
       mf.texts = &s->texts;
-      s->texts.len = 0;
+      s->texts.b.len = 0;
       jw_type t = jw_piece(w, map_member, &mf);
       if (t == JW_NONE)
         break;
-      if (s->texts.oom)
+      if (texts_failed(&s->texts))
         s->budget = true;
       else if (!v5_map_entry(s, j, t, &mf, i))
         j->map_err = true;
@@ -1061,7 +1056,7 @@ static bool v5_offset(v5_walk *s, const v5_frame_fields *ff, rq_v5_frame *out) {
   } else {
     /* a hex string too wide for 64 bits: echoed as it came */
     out->off_kind = RQ_OFF_TEXT;
-    if (!put_text(s->r, ff->text, &out->text_off))
+    if (!put_text(s->r, ff->text.p, &out->text_off))
       s->budget = true;
   }
   return true;
@@ -1251,9 +1246,14 @@ rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_gra
   s.r = out;
   /* one job walked at a time: the first problem is settled as the jobs come,
    * in order, so the state kept does not grow with the number of jobs */
-  v5_job_walk *jw = calloc(2, sizeof *jw); /* [0]: the job of "jobs" being walked, [1]: bare */
-  if (!jw)
+  s.ff.text.grant = s.texts.b.grant = grant;
+  /* [0]: the job of "jobs" being walked, [1]: bare; in the grant too */
+  rm_buf jw_b = {0};
+  jw_b.grant = grant;
+  if (!rm_buf_reserve(&jw_b, 2 * sizeof(v5_job_walk)))
     return RQ_BUDGET;
+  v5_job_walk *jw = (v5_job_walk *)(void *)jw_b.p;
+  memset(jw, 0, 2 * sizeof *jw);
   v5_job_walk *bare = &jw[1];
   bare->is_object = true;
   bare->bare = true;
@@ -1365,9 +1365,9 @@ rq_result rq_parse_v5(const char *body, size_t len, const rq_limits *lim, rm_gra
   }
 done:
   jw_free(&w);
-  free(jw);
-  free(s.ff.text);
-  free(s.texts.p);
+  rm_buf_free(&jw_b);
+  rm_buf_free(&s.ff.text);
+  rm_buf_free(&s.texts.b);
   if (res == RQ_OK)
     shrink(out);
   return res;

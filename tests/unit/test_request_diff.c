@@ -605,6 +605,52 @@ TEST(budget) {
   CHECK_EQ_U(mismatches, before);
 }
 
+/* The strings the reader copies while it reads an entry (a module's fields,
+ * a memoryMap entry, a v5 module_offset too wide for 64 bits) are reserved
+ * in the budget like the arrays: a module whose code_id is 100,000 bytes
+ * (the copy: 128 KiB of buffer) is refused under a 64 KiB budget, where
+ * everything else it needs (its arrays, the texts of its invalid module's
+ * answer) fits, and the reference answers it; likewise a v5 frame whose
+ * module_offset is that long under a 224 KiB budget (the text kept for the
+ * answer: 128 KiB, counted before too; the copy: 128 KiB more).  Each
+ * refusal only where the reading with no limit needs more (rd_compare_budget);
+ * the same bodies with the strings under members the reader does not keep
+ * are read alike under those budgets. */
+TEST(budget_texts) {
+  unsigned before = mismatches;
+  sbuf b = {0};
+  for (int v5 = 0; v5 < 2; v5++)
+    for (int kept = 0; kept < 2; kept++) {
+      b.n = 0;
+      if (!v5)
+        putf(&b, "{\"modules\":[{\"debug_file\":\"a.pdb\",\"debug_id\":\"%032d-1\",\"%s\":\"", 1,
+             kept ? "code_id" : "code_ix");
+      else
+        putf(&b, "{\"memoryMap\":[[\"a.pdb\",\"%032d1\"]],%s", 1, kept ? "\"stacks\":[[[0,\"0x" : "\"x\":\"");
+      for (int i = 0; i < 100000; i++)
+        puts_(&b, v5 ? "f" : "A");
+      puts_(&b, !v5 ? "\"}],\"frames\":[]}" : kept ? "\"]]]}" : "\",\"stacks\":[[[0,\"0x1\"]]]}");
+      uint64_t max = v5 ? 224 << 10 : 64 << 10;
+      const char *what;
+      rd_outcome x, y;
+      uint64_t peak;
+      checked++;
+      bool same = rd_compare_budget(b.p, b.n, v5, &RD_LIMITS[1], max, &what, &x, &y, &peak);
+      if (!same) {
+        fprintf(stderr, "  %s, kept %d: %s differs (%llu bytes with no limit)\n", v5 ? "v5" : "symbolicate", kept,
+                what, (unsigned long long)peak);
+        mismatches++;
+      }
+      printf("  %s, %s: %llu bytes with no limit, under %llu: %s\n", v5 ? "v5" : "symbolicate",
+             kept ? "100,000-byte string copied" : "the same string not kept", (unsigned long long)peak,
+             (unsigned long long)max, x.res == RQ_BUDGET ? "refused" : "read");
+      CHECK_EQ_U(y.res, RQ_OK);
+      CHECK_EQ_U(x.res, (kept ? RQ_BUDGET : RQ_OK));
+    }
+  free(b.p);
+  CHECK_EQ_U(mismatches, before);
+}
+
 /* ---- the integration tests' bodies ------------------------------------------------------- */
 
 TEST(integration_bodies) {
@@ -652,6 +698,7 @@ int main(void) {
   RUN(many_keys);
   RUN(generated);
   RUN(budget);
+  RUN(budget_texts);
   RUN(integration_bodies);
   printf("  %u bodies compared (each on both routes under %zu limits), %u differences\n", checked,
          sizeof RD_LIMITS / sizeof RD_LIMITS[0], mismatches);
