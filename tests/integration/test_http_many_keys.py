@@ -117,11 +117,18 @@ try:
     st, _, data = post(srv.port, many_keys_body(9, dup=True))
     c.true("a duplicate key among them: 400 naming it", st == 400 and b"duplicate object key" in data,
            (st, data[:200]))
+    # an answer's reservation is given back just after the client has read
+    # it (when libmicrohttpd frees the response): asked again for up to 5 s
     used = None
-    st, _, text = srv.request("GET", "/metrics")
-    for ln in text.decode().splitlines():
-        if ln.startswith("pdbsym_request_memory_bytes "):
-            used = float(ln.split()[1])
+    deadline = time.monotonic() + 5
+    while True:
+        st, _, text = srv.request("GET", "/metrics")
+        for ln in text.decode().splitlines():
+            if ln.startswith("pdbsym_request_memory_bytes "):
+                used = float(ln.split()[1])
+        if used == 0.0 or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     c.eq("every reservation given back after the refusal", used, 0.0)
 finally:
     srv.close()
