@@ -589,6 +589,16 @@ static void run_job(void *arg) {
   /* once resumed, a request other than a trace may be answered and freed
    * at once (a trace's is held by this worker's reference) */
   bool trace = r->route == RT_TRACES;
+  if (trace) {
+    /* the trace's slot given back before its answer goes out: a client that
+     * has read its answer may send the next trace at once */
+    trace_job_close(r->job);
+    r->job = NULL;
+    if (r->trace_counted) {
+      r->trace_counted = false;
+      atomic_fetch_sub(&trace_jobs, 1);
+    }
+  }
   atomic_store(&r->done, true);
   struct MHD_Connection *c = r->c;
   /* the count goes down only after the resume: http_stop waits for zero
