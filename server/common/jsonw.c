@@ -14,6 +14,13 @@
 
 static const char hexdig[] = "0123456789abcdef";
 static const char HEXDIG[] = "0123456789ABCDEF";
+/* "00" "01" ... "ff": the two lowercase digits of each byte */
+#define HP4(a) #a "0" #a "1" #a "2" #a "3" #a "4" #a "5" #a "6" #a "7"
+#define HP8(a) HP4(a) #a "8" #a "9" #a "a" #a "b" #a "c" #a "d" #a "e" #a "f"
+static const char hex_pairs[] = HP8(0) HP8(1) HP8(2) HP8(3) HP8(4) HP8(5) HP8(6) HP8(7)
+    HP8(8) HP8(9) HP8(a) HP8(b) HP8(c) HP8(d) HP8(e) HP8(f);
+#undef HP8
+#undef HP4
 
 void jsonw_init(jsonw *w, size_t initial, size_t max) {
   memset(w, 0, sizeof *w);
@@ -154,35 +161,6 @@ static inline void sep(jsonw *w) {
     put1(w, ',');
 }
 
-static void open_c(jsonw *w, char c) {
-  sep(w);
-  if (w->depth + 1 >= JSONW_MAX_DEPTH) {
-    if (!w->err)
-      w->err = JSONW_E_DEPTH;
-    return;
-  }
-  put1(w, c);
-  w->depth++;
-  w->more <<= 1;
-}
-
-static void close_c(jsonw *w, char c) {
-  if (w->depth == 0) {
-    if (!w->err)
-      w->err = JSONW_E_DEPTH;
-    return;
-  }
-  put1(w, c);
-  w->depth--;
-  w->more >>= 1;
-  w->after_key = false;
-}
-
-void jsonw_obj(jsonw *w) { open_c(w, '{'); }
-void jsonw_obj_end(jsonw *w) { close_c(w, '}'); }
-void jsonw_arr(jsonw *w) { open_c(w, '['); }
-void jsonw_arr_end(jsonw *w) { close_c(w, ']'); }
-
 /* ---- strings ---------------------------------------------------------------- */
 
 /* 1: copied as is; 0: needs a look (escape, or the start of a multi-byte
@@ -311,6 +289,14 @@ void jsonw_strn(jsonw *w, const char *s, size_t n) {
   q[-1] = '"';
   const unsigned char *u = (const unsigned char *)s;
   size_t i = 0;
+#ifdef JSONW_SSE2
+  while (n - i >= 16) { /* copied as it is checked, sixteen bytes at a time */
+    if (jsonw_plain_flags16(u + i))
+      break;
+    memcpy(q + i, u + i, 16);
+    i += 16;
+  }
+#endif
   while (n - i >= 8) { /* copied as it is checked */
     uint64_t x;
     memcpy(&x, u + i, 8);
@@ -334,6 +320,44 @@ void jsonw_strn(jsonw *w, const char *s, size_t n) {
 
 void jsonw_str(jsonw *w, const char *s) { jsonw_strn(w, s, s ? strlen(s) : 0); }
 
+char *jsonw_raw_str(char *p, const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t i = 0;
+  *p++ = '"';
+#ifdef JSONW_SSE2
+  while (n - i >= 16) {
+    if (jsonw_plain_flags16(u + i))
+      break;
+    memcpy(p, u + i, 16);
+    p += 16;
+    i += 16;
+  }
+#endif
+  while (n - i >= 8) {
+    uint64_t x;
+    memcpy(&x, u + i, 8);
+    if (jsonw_plain_flags(x))
+      break;
+    memcpy(p, &x, 8);
+    p += 8;
+    i += 8;
+  }
+  for (; i < n; i++) { /* from the first byte that may not stand for itself */
+    unsigned c = u[i];
+    if (plain[c]) {
+      *p++ = (char)c;
+    } else if (c == '"' || c == '\\') { /* a Windows path's separators */
+      p[0] = '\\';
+      p[1] = (char)c;
+      p += 2;
+    } else {
+      return NULL;
+    }
+  }
+  *p++ = '"';
+  return p;
+}
+
 /* ---- numbers and literals --------------------------------------------------- */
 
 /* Decimal digits of v. */
@@ -351,16 +375,10 @@ static const char two_digits[] = "0001020304050607080910111213141516171819202122
                                  "50515253545556575859606162636465666768697071727374"
                                  "75767778798081828384858687888990919293949596979899";
 
-/* The separator (if due), a sign, the digits: written in place, two digits
- * at a time. */
-static void put_u64(jsonw *w, uint64_t v, bool neg) {
-  size_t c = jsonw__sep(w), d = ndigits(v), n = c + neg + d;
-  char *p = room(w, n);
-  if (!p)
-    return;
-  p[0] = ',';
-  p[c] = '-';
-  char *q = p + n;
+/* The decimal digits of v written from end backwards (end - ndigits(v) is
+ * where they start). */
+static inline void digits_before(char *end, uint64_t v) {
+  char *q = end;
   while (v >= 100) {
     unsigned r = (unsigned)(v % 100);
     v /= 100;
@@ -373,6 +391,24 @@ static void put_u64(jsonw *w, uint64_t v, bool neg) {
   } else {
     *--q = (char)('0' + v);
   }
+}
+
+char *jsonw_raw_uint(char *p, uint64_t v) {
+  unsigned d = ndigits(v);
+  digits_before(p + d, v);
+  return p + d;
+}
+
+/* The separator (if due), a sign, the digits: written in place, two digits
+ * at a time. */
+static void put_u64(jsonw *w, uint64_t v, bool neg) {
+  size_t c = jsonw__sep(w), d = ndigits(v), n = c + neg + d;
+  char *p = room(w, n);
+  if (!p)
+    return;
+  p[0] = ',';
+  p[c] = '-';
+  digits_before(p + n, v);
   w->len += n;
 }
 
@@ -385,8 +421,35 @@ void jsonw_int(jsonw *w, int64_t v) {
 
 void jsonw_uint(jsonw *w, uint64_t v) { put_u64(w, v, false); }
 
+/* digits hex digits of v (the lowest), before end. */
+static inline void hex_before(char *end, uint64_t v, unsigned digits) {
+  char *q = end;
+  unsigned i = digits;
+  for (; i >= 2; i -= 2) { /* two digits a step */
+    q -= 2;
+    memcpy(q, hex_pairs + 2 * (v & 0xff), 2);
+    v >>= 8;
+  }
+  if (i)
+    *--q = hexdig[v & 15];
+}
+
+static inline unsigned hex_digits(uint64_t v) {
+  return v ? (unsigned)(67 - __builtin_clzll(v)) / 4 : 1; /* (bits + 3) / 4 */
+}
+
+char *jsonw_raw_hex(char *p, uint64_t v) {
+  unsigned d = hex_digits(v);
+  p[0] = '"';
+  p[1] = '0';
+  p[2] = 'x';
+  hex_before(p + 3 + d, v, d);
+  p[3 + d] = '"';
+  return p + 4 + d;
+}
+
 void jsonw_hex(jsonw *w, uint64_t v, int width) {
-  unsigned digits = v ? (unsigned)(67 - __builtin_clzll(v)) / 4 : 1; /* (bits + 3) / 4 */
+  unsigned digits = hex_digits(v);
   if (width > 16)
     width = 16;
   if (width > 0 && (unsigned)width > digits)
@@ -399,12 +462,8 @@ void jsonw_hex(jsonw *w, uint64_t v, int width) {
   p[c] = '"';
   p[c + 1] = '0';
   p[c + 2] = 'x';
-  char *q = p + n - 1;
-  *q = '"';
-  for (unsigned i = 0; i < digits; i++) {
-    *--q = hexdig[v & 15];
-    v >>= 4;
-  }
+  p[n - 1] = '"';
+  hex_before(p + n - 1, v, digits);
   w->len += n;
 }
 

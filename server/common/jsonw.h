@@ -79,10 +79,11 @@ const char *jsonw_text(jsonw *w, size_t *len);
 static inline jsonw_err jsonw_error(const jsonw *w) { return w->err; }
 const char *jsonw_strerror(jsonw_err e);
 
-void jsonw_obj(jsonw *w);     /* { */
-void jsonw_obj_end(jsonw *w); /* } */
-void jsonw_arr(jsonw *w);     /* [ */
-void jsonw_arr_end(jsonw *w); /* ] */
+/* { } [ ]: inline below */
+static inline void jsonw_obj(jsonw *w);
+static inline void jsonw_obj_end(jsonw *w);
+static inline void jsonw_arr(jsonw *w);
+static inline void jsonw_arr_end(jsonw *w);
 
 /* A member's key.  jsonw_key is for keys the program spells (literals of
  * ASCII letters, digits and '_': written without escaping); jsonw_key_str for
@@ -123,20 +124,84 @@ static inline size_t jsonw__sep(jsonw *w) {
   return comma;
 }
 
-static inline void jsonw_keyn(jsonw *w, const char *key, size_t n) {
-  size_t c = jsonw__sep(w);
-  char *p = jsonw__room(w, n + 3 + c);
+/* The separator a key takes, then text (in quotes when quote), then ':'.
+ * quote is a constant at each caller, so the writes fold to one copy. */
+static inline void jsonw__key_text(jsonw *w, const char *text, size_t n, bool quote) {
+  size_t c = jsonw__sep(w), q = quote, len = n + 1 + 2 * q + c;
+  char *p = jsonw__room(w, len);
   if (!p)
     return;
   p[0] = ',';
   p += c;
   p[0] = '"';
-  memcpy(p + 1, key, n); /* n is a constant for jsonw_key: no call */
-  p[n + 1] = '"';
-  p[n + 2] = ':';
-  w->len += n + 3 + c;
+  memcpy(p + q, text, n); /* n is a constant for jsonw_key: no call */
+  p[q + n] = '"';
+  p[q + n + q] = ':';
+  w->len += len;
   w->after_key = true;
 }
+
+static inline void jsonw_keyn(jsonw *w, const char *key, size_t n) {
+  jsonw__key_text(w, key, n, true);
+}
+
+/* Whole members the program spells, then a key: lit is a literal such as
+ * "\"status\":\"ok\",\"module\"" (keys and values that need no escaping),
+ * written as it stands with the separator a key takes and the key's ':'; the
+ * next value follows it.  One copy where a frame's fixed members would be
+ * several writes. */
+#define jsonw_members_key(w, lit) jsonw__key_text((w), "" lit "", sizeof(lit) - 1, false)
+
+/* Opening and closing containers (a comma first when one is due); nesting
+ * past JSONW_MAX_DEPTH, or a close with nothing open, fails the writer. */
+static inline void jsonw__open(jsonw *w, char c) {
+  size_t comma = jsonw__sep(w);
+  if (w->depth + 1 >= JSONW_MAX_DEPTH) {
+    if (!w->err)
+      w->err = JSONW_E_DEPTH;
+    return;
+  }
+  char *p = jsonw__room(w, 1 + comma);
+  if (p) {
+    p[0] = ',';
+    p[comma] = c;
+    w->len += 1 + comma;
+  }
+  w->depth++;
+  w->more <<= 1;
+}
+
+static inline void jsonw__close(jsonw *w, char c) {
+  if (w->depth == 0) {
+    if (!w->err)
+      w->err = JSONW_E_DEPTH;
+    return;
+  }
+  char *p = jsonw__room(w, 1);
+  if (p) {
+    *p = c;
+    w->len++;
+  }
+  w->depth--;
+  w->more >>= 1;
+  w->after_key = false;
+}
+
+static inline void jsonw_obj(jsonw *w) { jsonw__open(w, '{'); }
+static inline void jsonw_obj_end(jsonw *w) { jsonw__close(w, '}'); }
+static inline void jsonw_arr(jsonw *w) { jsonw__open(w, '['); }
+static inline void jsonw_arr_end(jsonw *w) { jsonw__close(w, ']'); }
+
+/* ---- raw writes, for a renderer that checked its room once --------------
+ * (w->cap - w->len, render.c's one-pass symbols).  Each writes at p, which
+ * must have the room, and returns the end; the writer's length and state are
+ * the caller's to update.  jsonw_raw_str writes s quoted, '"' and
+ * '\\' escaped, or returns NULL when s holds a control byte or one from 0x80
+ * (the caller then writes the string the usual way); at most 2n + 2 bytes.
+ * jsonw_raw_uint: at most 20 bytes; jsonw_raw_hex "0x..." quoted, at most 20. */
+char *jsonw_raw_str(char *p, const char *s, size_t n);
+char *jsonw_raw_uint(char *p, uint64_t v);
+char *jsonw_raw_hex(char *p, uint64_t v);
 
 /* Helpers for the sanitizing rule alone (no writer): the length of the
  * valid UTF-8 sequence at p (1..4, as jansson accepts it), or 0 when the
@@ -159,6 +224,22 @@ static inline uint64_t jsonw_plain_flags(uint64_t x) {
   return ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & highs;
 }
 
+/* The same test sixteen bytes at a time where SSE2 is there (every x86-64):
+ * a signed compare below 0x20 flags the control bytes and, being negative,
+ * every byte from 0x80 at once.  Bit k of the result is set when byte k of
+ * the 16 at p does not stand for itself (exact, unlike the word test). */
+#if defined(__SSE2__) && !defined(JSONW_NO_SIMD)
+#define JSONW_SSE2 1
+#include <emmintrin.h>
+static inline unsigned jsonw_plain_flags16(const unsigned char *p) {
+  __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+  __m128i bad = _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+                             _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                          _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+  return (unsigned)_mm_movemask_epi8(bad);
+}
+#endif
+
 /* The end of the run of bytes from i (at most n) that stand for themselves:
  * eight at a time while whole words are clean, the word's first byte that
  * is not found exactly (on a big-endian machine: from that word's start,
@@ -169,6 +250,14 @@ static inline uint64_t jsonw_plain_flags(uint64_t x) {
  * a run that ends early only sends its reader the slow way). */
 static inline size_t jsonw_plain_span(const unsigned char *s, size_t i, size_t n,
                                       const unsigned char plain[256]) {
+#ifdef JSONW_SSE2
+  while (n - i >= 16) {
+    unsigned bad = jsonw_plain_flags16(s + i);
+    if (bad)
+      return i + (unsigned)__builtin_ctz(bad);
+    i += 16;
+  }
+#endif
   while (n - i >= 8) {
     uint64_t x;
     memcpy(&x, s + i, 8);

@@ -38,11 +38,71 @@ static const char *generated_name(uint32_t g) {
 
 /* ---- frames ------------------------------------------------------------------ */
 
+#define LIT(p, lit) (memcpy((p), lit, sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+/* A native symbol as render_symbols below writes it, in room asked for
+ * once: function, mangled, file, line, inlined, hidden, function_offset,
+ * whose strings hold no control byte and no byte from 0x80 (checked as they
+ * are copied; '"' and '\\' escaped).  false, with nothing written, for any
+ * other symbol (managed fields, a Source Link map to consult, a byte to
+ * check or escape otherwise) or a writer without the room at hand: the usual
+ * writes then do it, and say why if the writer fails. */
+static bool symbol_plain(jsonw *w, const render_module *rm, const st_symbol *s) {
+  if (s->has_column || s->async_method || s->user_method || w->err || w->after_key ||
+      w->depth + 1 >= JSONW_MAX_DEPTH || (rm && rm->st && rm->st->slmap))
+    return false;
+  const char *file = s->has_line && s->file && s->file[0] ? s->file : NULL;
+  size_t nfn = strlen(s->function), nmg = s->mangled ? strlen(s->mangled) : 0;
+  size_t nfile = file ? strlen(file) : 0;
+  if (nfn > w->max / 8 || nmg > w->max / 8 || nfile > w->max / 8) /* no sum below can wrap */
+    return false;
+  /* the members' fixed text is under 160 bytes, the numbers at most 20 each */
+  size_t need = 160 + 3 * 20 + 2 * (nfn + nmg + nfile);
+  /* only in room the buffer has already (within its cap): asking for more
+   * than the text needs must not fail a writer near its cap or its budget */
+  if (w->cap - w->len < need || w->max - w->len < need)
+    return false;
+  char *p0 = w->buf + w->len, *p = p0;
+  if (w->more & 1)
+    *p++ = ',';
+  p = LIT(p, "{\"function\":");
+  if (!(p = jsonw_raw_str(p, s->function, nfn)))
+    return false;
+  if (nmg) {
+    p = LIT(p, ",\"mangled\":");
+    if (!(p = jsonw_raw_str(p, s->mangled, nmg)))
+      return false;
+  }
+  if (s->has_line) {
+    if (file) {
+      p = LIT(p, ",\"file\":");
+      if (!(p = jsonw_raw_str(p, file, nfile)))
+        return false;
+    }
+    p = LIT(p, ",\"line\":");
+    p = jsonw_raw_uint(p, s->line);
+  }
+  if (s->inlined)
+    p = LIT(p, ",\"inlined\":true");
+  if (s->hidden)
+    p = LIT(p, ",\"hidden\":true");
+  if (s->has_offset) {
+    p = LIT(p, ",\"function_offset\":");
+    p = jsonw_raw_hex(p, s->function_offset);
+  }
+  *p++ = '}';
+  w->len += (size_t)(p - p0);
+  w->more |= 1;
+  return true;
+}
+
 /* The "symbols" array for an answer (innermost first). */
 static void render_symbols(jsonw *w, const render_module *rm, const st_answer *a) {
   jsonw_arr(w);
   for (int i = 0; i < a->nsyms; i++) {
     const st_symbol *s = &a->syms[i];
+    if (symbol_plain(w, rm, s))
+      continue;
     jsonw_obj(w);
     jsonw_key(w, "function");
     jsonw_str(w, s->function);
@@ -105,11 +165,16 @@ static void render_symbols(jsonw *w, const render_module *rm, const st_answer *a
 
 void render_frame_w(jsonw *w, const render_module *rm, const render_frame *f) {
   jsonw_obj(w);
-  jsonw_key(w, "status");
-  jsonw_str(w, f->status);
-  if (f->module >= 0) {
-    jsonw_key(w, "module");
+  if (f->module >= 0 && f->status[0] == 'o' && f->status[1] == 'k' && !f->status[2]) {
+    jsonw_members_key(w, "\"status\":\"ok\",\"module\""); /* the usual frame's start */
     jsonw_int(w, f->module);
+  } else {
+    jsonw_key(w, "status");
+    jsonw_str(w, f->status);
+    if (f->module >= 0) {
+      jsonw_key(w, "module");
+      jsonw_int(w, f->module);
+    }
   }
   if (f->has_address && f->managed) {
     jsonw_key(w, "token");

@@ -680,6 +680,75 @@ typedef struct {
   kept_texts texts; /* of the module being read */
 } sym_walk;
 
+/* JSON white space from p, as jwalk skips it. */
+static inline __attribute__((always_inline)) size_t ws_end(const char *s, size_t p, size_t n) {
+  while (p < n && (s[p] == ' ' || s[p] == '\n' || s[p] == '\t' || s[p] == '\r'))
+    p++;
+  return p;
+}
+
+/* The literal lit (len bytes, a constant: the compare is a load or two) at
+ * p, then white space: the position after it, or 0. */
+static inline __attribute__((always_inline)) size_t lit_at(const char *s, size_t p, size_t n,
+                                                           const char *lit, size_t len) {
+  if (n - p < len)
+    return 0;
+  for (size_t i = 0; i < len; i++) /* unrolled: a compare with a constant a byte */
+    if (s[p + i] != lit[i])
+      return 0;
+  return ws_end(s, p + len, n);
+}
+
+/* The usual native frame, {"module": N, "rva": "0xHEX"} (white space
+ * anywhere JSON allows it, N of 1 to 9 digits without a leading zero, 1 to 8
+ * hex digits), read at the cursor in one pass: out is what jw_piece and
+ * parse_frame make of it (that object has two distinct keys, an integer
+ * jansson reads as it stands and a plain ASCII string) and the cursor is
+ * left after the '}', where jw_piece leaves it.  false, with nothing done,
+ * for anything else, which the full reading takes. */
+static bool usual_frame(jwalk *w, rq_frame *out) {
+  const char *s = w->s;
+  size_t n = w->n, p = ws_end(s, w->pos, n);
+  if (p >= n || s[p] != '{')
+    return false;
+  p = ws_end(s, p + 1, n);
+  if (!(p = lit_at(s, p, n, "\"module\"", 8)) || !(p = lit_at(s, p, n, ":", 1)))
+    return false;
+  uint64_t mod = 0;
+  size_t d0 = p;
+  while (p < n && s[p] >= '0' && s[p] <= '9' && p - d0 < 10)
+    mod = mod * 10 + (uint64_t)(s[p++] - '0');
+  size_t nd = p - d0;
+  if (nd == 0 || nd > 9 || (nd > 1 && s[d0] == '0'))
+    return false;
+  p = ws_end(s, p, n);
+  if (!(p = lit_at(s, p, n, ",", 1)) || !(p = lit_at(s, p, n, "\"rva\"", 5)) ||
+      !(p = lit_at(s, p, n, ":", 1)) || n - p < 4 || s[p] != '"' || s[p + 1] != '0' ||
+      s[p + 2] != 'x')
+    return false;
+  p += 3;
+  uint64_t rva = 0;
+  size_t h0 = p;
+  int d;
+  while (p < n && p - h0 < 9 && (d = hex_digit[(unsigned char)s[p]]) >= 0) {
+    rva = (rva << 4) | (uint64_t)d;
+    p++;
+  }
+  if (p == h0 || p - h0 > 8 || p >= n || s[p] != '"')
+    return false;
+  p = ws_end(s, p + 1, n);
+  if (p >= n || s[p] != '}')
+    return false;
+  memset(out, 0, sizeof *out);
+  out->adjust = -1;
+  out->module = (uint32_t)mod;
+  out->kind = RQ_NATIVE;
+  out->flags = RQ_F_INDEX_OK | RQ_F_HAS_RVA;
+  out->rva = rva;
+  w->pos = p + 1;
+  return true;
+}
+
 /* Walks the "frames" array at the cursor, checking each frame (up to the
  * first bad one or max_frames) and counting them all. */
 static void sym_frames(sym_walk *s, jwalk *w) {
@@ -691,6 +760,11 @@ static void sym_frames(sym_walk *s, jwalk *w) {
     bool store = !s->frame_err && !s->budget && i < s->lim->max_frames;
     if (!store) {
       jw_skip(w);
+    } else if (!w->failed && w->depth + 1 <= JW_MAX_DEPTH &&
+               room(&s->r->frames_b, i + 1, sizeof(rq_frame)) &&
+               usual_frame(w, &((rq_frame *)(void *)s->r->frames_b.p)[i])) {
+      s->r->frames = (rq_frame *)(void *)s->r->frames_b.p;
+      s->r->nframes = i + 1;
     } else {
       frame_fields ff;
       memset(&ff, 0, sizeof ff);

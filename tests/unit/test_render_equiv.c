@@ -275,16 +275,19 @@ TEST(every_kind_of_frame_renders_the_same) {
    * field alone and together, .NET generated code of each kind (and a kind
    * the renderer does not know, which names no user method) */
   static const char *const strs[] = {NULL, "", "N.T.<M>b__0_0", "caf\xc3\xa9 \"q\"\\\x01",
-                                     "bad \xff\xfe utf8"};
+                                     "bad \xff\xfe utf8",
+                                     /* ASCII with '\\' and '"' (render.c's one-pass symbols) */
+                                     "C:\\src\\a long directory name\\file \"quoted\".cpp",
+                                     "ns::T<\"\\\">::f\\"};
   st_answer syn;
   memset(&syn, 0, sizeof syn);
   syn.status = ST_OK;
   for (int k = 0; k <= ST_MAX_INLINE_DEPTH; k++) {
     st_symbol *y = &syn.syms[k];
     uint64_t r = rnd();
-    y->function = strs[1 + r % 4];
-    y->mangled = strs[(r >> 3) % 5];
-    y->file = strs[(r >> 6) % 5];
+    y->function = strs[1 + r % 6];
+    y->mangled = strs[(r >> 3) % 7];
+    y->file = strs[(r >> 6) % 7];
     y->has_line = (r >> 9) & 1;
     y->line = (uint32_t)(r >> 10) & 0xfffff;
     y->has_column = (r >> 30) & 1;
