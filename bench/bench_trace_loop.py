@@ -23,7 +23,6 @@ import http.client
 import os
 import socket
 import statistics
-import struct
 import sys
 import threading
 import time
@@ -48,41 +47,7 @@ BLOCK_MAX = 16 << 20
 
 
 def make_trace():
-    w = nt.FS()
-    w.trace()
-
-    def meta(w):
-        w.b += struct.pack("<HHqq", 20, 0, 0, 0)  # header; flags 0: uncompressed events
-        nt.event_uncompressed(w, 0, nt.metadata_record(4, "Microsoft-DotNETCore-SampleProfiler", 0,
-                                                        "ThreadSample", 0), thread=0)
-    w.block("MetadataBlock", meta)
-
-    def stacks(w):
-        w.b += struct.pack("<II", 1, args.stacks)
-        for s in range(args.stacks):
-            ips = [0x7f0000001000 + 0x40 * ((s * 16 + k) % 4096) for k in range(16)]
-            w.b += struct.pack("<I", 8 * len(ips)) + struct.pack("<%dQ" % len(ips), *ips)
-    w.block("StackBlock", stacks)
-
-    ts = 2000
-    for _ in range(args.blocks):
-        def events(w):
-            nonlocal ts
-            start = len(w.b)
-            w.b += struct.pack("<HHqq", 20, 0, ts, ts + 1)
-            k = 0
-            while len(w.b) - start < BLOCK_MAX - 256:
-                nt.event_uncompressed(w, 4, struct.pack("<I", 1), thread=7 + k % 4,
-                                      stack=1 + k % args.stacks, ts=ts)
-                k += 1
-                ts += 1
-        w.block("EventBlock", events)
-
-    def sp(w):
-        w.b += struct.pack("<qI", ts + 1, 0)
-    w.block("SPBlock", sp)
-    w.b += bytes([1])
-    return bytes(w.b)
+    return nt.sample_trace(args.blocks, BLOCK_MAX, args.stacks)[0]
 
 
 def probe(srv):

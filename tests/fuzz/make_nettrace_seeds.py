@@ -80,6 +80,52 @@ def metadata_record(mid, provider, event_id, name, version, fields=b"", tags=b""
             + struct.pack("<qII", 0x20018, version, 5) + fields + tags)
 
 
+def sample_trace(nblocks, block_bytes, nstacks, depth=16, threads=(7, 8, 9, 10)):
+    """A large synthetic trace of SampleProfiler ThreadSample events (for the
+    tests and benches of POST /traces' feed, not a seed): a MetadataBlock, a
+    StackBlock of nstacks stacks of depth frames, nblocks EventBlocks of just
+    under block_bytes each (uncompressed headers, the threads in turn, stacks
+    1..nstacks in turn), an SPBlock.  Returns the bytes and the samples per
+    thread."""
+    w = FS()
+    w.trace()
+
+    def meta(w):
+        w.b += struct.pack("<HHqq", 20, 0, 0, 0)  # flags 0: uncompressed event headers
+        event_uncompressed(w, 0, metadata_record(4, "Microsoft-DotNETCore-SampleProfiler", 0,
+                                                 "ThreadSample", 0), thread=0)
+    w.block("MetadataBlock", meta)
+
+    def stacks(w):
+        w.b += struct.pack("<II", 1, nstacks)
+        for s in range(nstacks):
+            ips = [0x7f0000001000 + 0x40 * ((s * depth + k) % 4096) for k in range(depth)]
+            w.b += struct.pack("<I", 8 * depth) + struct.pack("<%dQ" % depth, *ips)
+    w.block("StackBlock", stacks)
+
+    counts = {t: 0 for t in threads}
+    ts = 2000
+    for _ in range(nblocks):
+        def events(w):
+            nonlocal ts
+            start = len(w.b)
+            w.b += struct.pack("<HHqq", 20, 0, ts, ts + 1)
+            k = 0
+            while len(w.b) - start < block_bytes - 256:
+                t = threads[k % len(threads)]
+                event_uncompressed(w, 4, struct.pack("<I", 1), thread=t, stack=1 + k % nstacks, ts=ts)
+                counts[t] += 1
+                k += 1
+                ts += 1
+        w.block("EventBlock", events)
+
+    def sp(w):
+        w.b += struct.pack("<qI", ts + 1, 0)
+    w.block("SPBlock", sp)
+    w.b += bytes([1])
+    return bytes(w.b), counts
+
+
 def v5_uncompressed():
     w = FS()
     w.trace()

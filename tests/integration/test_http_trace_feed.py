@@ -18,7 +18,6 @@ import http.client
 import json
 import os
 import socket
-import struct
 import sys
 import threading
 import time
@@ -37,43 +36,7 @@ NBLOCKS, NSTACKS, DEPTH, THREADS = 2, 500, 16, (7, 8, 9, 10)
 
 def make_trace():
     """The trace, and how many samples each thread has in it."""
-    w = nt.FS()
-    w.trace()
-
-    def meta(w):
-        w.b += struct.pack("<HHqq", 20, 0, 0, 0)  # flags 0: uncompressed event headers
-        nt.event_uncompressed(w, 0, nt.metadata_record(4, "Microsoft-DotNETCore-SampleProfiler", 0,
-                                                        "ThreadSample", 0), thread=0)
-    w.block("MetadataBlock", meta)
-
-    def stacks(w):
-        w.b += struct.pack("<II", 1, NSTACKS)
-        for s in range(NSTACKS):
-            ips = [0x7f0000001000 + 0x40 * ((s * DEPTH + k) % 4096) for k in range(DEPTH)]
-            w.b += struct.pack("<I", 8 * DEPTH) + struct.pack("<%dQ" % DEPTH, *ips)
-    w.block("StackBlock", stacks)
-
-    counts = {t: 0 for t in THREADS}
-    ts = 2000
-    for _ in range(NBLOCKS):
-        def events(w):
-            nonlocal ts
-            start = len(w.b)
-            w.b += struct.pack("<HHqq", 20, 0, ts, ts + 1)
-            k = 0
-            while len(w.b) - start < BLOCK - 256:
-                t = THREADS[k % len(THREADS)]
-                nt.event_uncompressed(w, 4, struct.pack("<I", 1), thread=t, stack=1 + k % NSTACKS, ts=ts)
-                counts[t] += 1
-                k += 1
-                ts += 1
-        w.block("EventBlock", events)
-
-    def sp(w):
-        w.b += struct.pack("<qI", ts + 1, 0)
-    w.block("SPBlock", sp)
-    w.b += bytes([1])
-    return bytes(w.b), counts
+    return nt.sample_trace(NBLOCKS, BLOCK, NSTACKS, DEPTH, THREADS)
 
 
 def post(srv, data, chunked):
