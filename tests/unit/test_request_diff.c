@@ -297,6 +297,14 @@ static const char *const bodies[] = {
     F("{\xc3\xa9:1}"),
     F("{tru:1}"),
     F("{\"module\":0,\"rva\":1}{"),
+    /* bytes that are not UTF-8 where a key goes, in a frame past max_frames
+     * (skipped by the walk, not read as a piece): the same column */
+    F("{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},"
+      "{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},"
+      "{\"module\":0,\"rva\":1, \xed\xa0\x80\"stack\":1}"),
+    F("{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},"
+      "{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},{\"module\":0,\"rva\":1},"
+      "{\"module\":0,\"rva\":1,\xff}"),
     /* around request.c's usual_frame: what it takes, and each way out of it */
     F("{\"module\": 1, \"rva\": \"0x1a2B\"}, { \"module\" :0 ,\"rva\" : \"0xFFFFFFFF\" }"),
     F("{\"module\":999999999,\"rva\":\"0x10\"},{\"module\":4294967295,\"rva\":\"0x10\"}"),
