@@ -166,6 +166,18 @@ def parse_raw_response(data):
     return status, hdrs, body
 
 
+
+def budget_refusal(status, retry_after, body, budget_text):
+    """Whether an answer is the request memory budget's 503: a Retry-After and
+    the error naming request_memory_max as budget_text."""
+    if status != 503 or not retry_after:
+        return False
+    try:
+        return json.loads(body)["error"] == (
+            "the memory budget of requests in flight is taken (request_memory_max = %s)" % budget_text)
+    except (ValueError, KeyError, TypeError):
+        return False
+
 class SlowUpstream:
     """A symbol server that knows no module: the first request for each file
     name waits `delay` seconds before its 404, the others (the client's other

@@ -33,6 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attacklib import proc_status  # noqa: E402
 from pdbsym_server import Checks, HealthProbe, Server, need_binary, parse_raw_response  # noqa: E402
+from pdbsym_server import budget_refusal as is_budget_refusal  # noqa: E402
 
 need_binary()
 c = Checks()
@@ -82,13 +83,7 @@ def post(port, body, timeout=120):
 
 def budget_refusal(x, budget_text):
     st, retry, data = x
-    if st != 503 or not retry:
-        return False
-    try:
-        return json.loads(data)["error"] == (
-            "the memory budget of requests in flight is taken (request_memory_max = %s)" % budget_text)
-    except (ValueError, KeyError):
-        return False
+    return is_budget_refusal(st, retry, data, budget_text)
 
 
 def sanitized_build():

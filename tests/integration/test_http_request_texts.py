@@ -34,7 +34,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pdbsym_server import Checks, Server, need_binary  # noqa: E402
+from pdbsym_server import Checks, Server, need_binary, budget_refusal as is_budget_refusal  # noqa: E402
 
 need_binary()
 c = Checks()
@@ -99,13 +99,7 @@ def post(srv, route, body):
 
 def budget_refusal(x, budget_text):
     st, hdrs, data = x
-    if st != 503 or not hdrs.get("retry-after"):
-        return False
-    try:
-        return json.loads(data)["error"] == (
-            "the memory budget of requests in flight is taken (request_memory_max = %s)" % budget_text)
-    except (ValueError, KeyError):
-        return False
+    return is_budget_refusal(st, hdrs.get("retry-after"), data, budget_text)
 
 
 def one_peak(route, body):
