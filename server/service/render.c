@@ -40,44 +40,43 @@ static const char *generated_name(uint32_t g) {
 
 #define LIT(p, lit) (memcpy((p), lit, sizeof(lit) - 1), (p) + sizeof(lit) - 1)
 
-/* A native symbol as render_symbols below writes it, in room asked for
- * once: function, mangled, file, line, inlined, hidden, function_offset,
- * whose strings hold no control byte and no byte from 0x80 (checked as they
- * are copied; '"' and '\\' escaped).  false, with nothing written, for any
- * other symbol (managed fields, a Source Link map to consult, a byte to
- * check or escape otherwise) or a writer without the room at hand: the usual
- * writes then do it, and say why if the writer fails. */
-static bool symbol_plain(jsonw *w, const render_module *rm, const st_symbol *s) {
-  if (s->has_column || s->async_method || s->user_method || w->err || w->after_key ||
-      w->depth + 1 >= JSONW_MAX_DEPTH || (rm && rm->st && rm->st->slmap))
-    return false;
+/* A native symbol as render_symbols below writes it: function, mangled,
+ * file, line, inlined, hidden, function_offset, whose strings hold no
+ * control byte and no byte from 0x80 (checked as they are copied; '"' and
+ * '\\' escaped).  plain_need says whether s is such a symbol (no managed
+ * field, no Source Link map to consult) and the most bytes it takes, its
+ * strings' lengths in len[3]; plain_put writes it at p, or returns NULL
+ * when a string holds a byte to check or escape otherwise (the caller
+ * then writes nothing and goes the usual way). */
+#define PLAIN_FIXED (160 + 3 * 20) /* the members' fixed text, the numbers at most 20 each */
+
+static size_t plain_need(const jsonw *w, const render_module *rm, const st_symbol *s,
+                         size_t len[3]) {
+  if (s->has_column || s->async_method || s->user_method || (rm && rm->st && rm->st->slmap))
+    return 0;
   const char *file = s->has_line && s->file && s->file[0] ? s->file : NULL;
-  size_t nfn = strlen(s->function), nmg = s->mangled ? strlen(s->mangled) : 0;
-  size_t nfile = file ? strlen(file) : 0;
-  if (nfn > w->max / 8 || nmg > w->max / 8 || nfile > w->max / 8) /* no sum below can wrap */
-    return false;
-  /* the members' fixed text is under 160 bytes, the numbers at most 20 each */
-  size_t need = 160 + 3 * 20 + 2 * (nfn + nmg + nfile);
-  /* only in room the buffer has already (within its cap): asking for more
-   * than the text needs must not fail a writer near its cap or its budget */
-  if (w->cap - w->len < need || w->max - w->len < need)
-    return false;
-  char *p0 = w->buf + w->len, *p = p0;
-  if (w->more & 1)
-    *p++ = ',';
+  len[0] = strlen(s->function);
+  len[1] = s->mangled ? strlen(s->mangled) : 0;
+  len[2] = file ? strlen(file) : 0;
+  if (len[0] > w->max / 8 || len[1] > w->max / 8 || len[2] > w->max / 8) /* no sum can wrap */
+    return 0;
+  return PLAIN_FIXED + 2 * (len[0] + len[1] + len[2]);
+}
+
+static char *plain_put(char *p, const st_symbol *s, const size_t len[3]) {
   p = LIT(p, "{\"function\":");
-  if (!(p = jsonw_raw_str(p, s->function, nfn)))
-    return false;
-  if (nmg) {
+  if (!(p = jsonw_raw_str(p, s->function, len[0])))
+    return NULL;
+  if (len[1]) {
     p = LIT(p, ",\"mangled\":");
-    if (!(p = jsonw_raw_str(p, s->mangled, nmg)))
-      return false;
+    if (!(p = jsonw_raw_str(p, s->mangled, len[1])))
+      return NULL;
   }
   if (s->has_line) {
-    if (file) {
+    if (len[2]) {
       p = LIT(p, ",\"file\":");
-      if (!(p = jsonw_raw_str(p, file, nfile)))
-        return false;
+      if (!(p = jsonw_raw_str(p, s->file, len[2])))
+        return NULL;
     }
     p = LIT(p, ",\"line\":");
     p = jsonw_raw_uint(p, s->line);
@@ -91,6 +90,70 @@ static bool symbol_plain(jsonw *w, const render_module *rm, const st_symbol *s) 
     p = jsonw_raw_hex(p, s->function_offset);
   }
   *p++ = '}';
+  return p;
+}
+
+/* Room the writer has already (within its cap) for need more bytes: asking
+ * for more than the text needs must not fail a writer near its cap or its
+ * budget, so the one-pass writes below only use room at hand. */
+static bool plain_room(const jsonw *w, size_t need) {
+  return w->cap - w->len >= need && w->max - w->len >= need;
+}
+
+/* One symbol of an open "symbols" array in one pass; false with nothing
+ * written for any other symbol or a writer in another state. */
+static bool symbol_plain(jsonw *w, const render_module *rm, const st_symbol *s) {
+  size_t len[3];
+  if (w->err || w->after_key || w->depth + 1 >= JSONW_MAX_DEPTH)
+    return false;
+  size_t need = plain_need(w, rm, s, len);
+  if (!need || !plain_room(w, need))
+    return false;
+  char *p0 = w->buf + w->len, *p = p0;
+  if (w->more & 1)
+    *p++ = ',';
+  if (!(p = plain_put(p, s, len)))
+    return false;
+  w->len += (size_t)(p - p0);
+  w->more |= 1;
+  return true;
+}
+
+/* The usual frame, a native address found, in one pass:
+ *   {"status":"ok","module":N,"rva":"0x..","symbols":[...]}
+ * every symbol as symbol_plain writes it.  false with nothing written for
+ * any other frame, symbol or writer state: render_frame_w then writes it
+ * member by member (the same bytes). */
+static bool frame_plain(jsonw *w, const render_module *rm, const render_frame *f) {
+  const st_answer *a = f->answer;
+  if (w->err || w->after_key || w->depth + 3 >= JSONW_MAX_DEPTH || a->nsyms < 1 ||
+      a->nsyms > ST_MAX_INLINE_DEPTH + 1)
+    return false;
+  enum { MAXS = ST_MAX_INLINE_DEPTH + 1 };
+  size_t len[MAXS][3], need = 80; /* the frame's own text: under 50 bytes, numbers 20 each */
+  for (int i = 0; i < a->nsyms; i++) {
+    size_t n = plain_need(w, rm, &a->syms[i], len[i]);
+    if (!n || n > w->max / 128) /* 65 symbols of at most max / 128 bytes cannot wrap */
+      return false;
+    need += n;
+  }
+  if (!plain_room(w, need))
+    return false;
+  char *p0 = w->buf + w->len, *p = p0;
+  if (w->more & 1)
+    *p++ = ',';
+  p = LIT(p, "{\"status\":\"ok\",\"module\":");
+  p = jsonw_raw_uint(p, (uint64_t)f->module);
+  p = LIT(p, ",\"rva\":");
+  p = jsonw_raw_hex(p, f->rva_or_token);
+  p = LIT(p, ",\"symbols\":[");
+  for (int i = 0; i < a->nsyms; i++) {
+    if (i)
+      *p++ = ',';
+    if (!(p = plain_put(p, &a->syms[i], len[i])))
+      return false;
+  }
+  p = LIT(p, "]}");
   w->len += (size_t)(p - p0);
   w->more |= 1;
   return true;
@@ -164,6 +227,10 @@ static void render_symbols(jsonw *w, const render_module *rm, const st_answer *a
 }
 
 void render_frame_w(jsonw *w, const render_module *rm, const render_frame *f) {
+  if (f->answer && f->module >= 0 && f->has_address && !f->managed && !f->has_instruction_addr &&
+      !f->adjusted && !f->error && f->retry_after < 0 && !f->input && f->status[0] == 'o' &&
+      f->status[1] == 'k' && !f->status[2] && frame_plain(w, rm, f))
+    return;
   jsonw_obj(w);
   if (f->module >= 0 && f->status[0] == 'o' && f->status[1] == 'k' && !f->status[2]) {
     jsonw_members_key(w, "\"status\":\"ok\",\"module\""); /* the usual frame's start */
