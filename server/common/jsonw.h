@@ -200,6 +200,32 @@ static inline void jsonw_arr_end(jsonw *w) { jsonw__close(w, ']'); }
  * (the caller then writes the string the usual way); at most 2n + 2 bytes.
  * jsonw_raw_uint: at most 20 bytes; jsonw_raw_hex "0x..." quoted, at most 20. */
 char *jsonw_raw_str(char *p, const char *s, size_t n);
+/* A literal the program spells (no byte to escape) at p; returns the end. */
+#define jsonw_raw_lit(p, lit) (memcpy((p), "" lit "", sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+/* A whole value of the open array written raw: where it starts (after the
+ * comma, if one is due), or NULL when the writer has failed, a key is
+ * waiting for its value, the value's levels of nesting would pass
+ * JSONW_MAX_DEPTH, or the buffer does not have room for need bytes (the
+ * comma included) at hand within its cap: asking for more room than the
+ * text needs must not fail a writer near its cap or its budget, so the
+ * caller then writes the value the usual way.  jsonw_raw_end(w, end)
+ * keeps what was written up to end; a caller that gives up before it
+ * has written nothing the writer keeps. */
+static inline char *jsonw_raw_begin(jsonw *w, size_t need, unsigned levels) {
+  if (w->err || w->after_key || w->depth + levels >= JSONW_MAX_DEPTH || w->cap - w->len < need ||
+      w->max - w->len < need)
+    return NULL;
+  char *p = w->buf + w->len;
+  if (w->more & 1)
+    *p++ = ',';
+  return p;
+}
+
+static inline void jsonw_raw_end(jsonw *w, char *end) {
+  w->len = (size_t)(end - w->buf);
+  w->more |= 1;
+}
 char *jsonw_raw_uint(char *p, uint64_t v);
 char *jsonw_raw_hex(char *p, uint64_t v);
 

@@ -755,17 +755,108 @@ static void v5_offset(jsonw *w, const rq_request *q, const rq_v5_frame *e) {
   }
 }
 
+/* The v5 frame of an address found, in one pass:
+ *   {"frame":N,"module":"name","module_offset":"0x..","function":"..",
+ *    "function_offset":"0x..","file":"..","line":N,"inlines":[{"function":..,
+ *    "file":..,"line":N},...]}
+ * with the members v5_frame below writes for it (its rules for file and
+ * line), every string of plain ASCII (jsonw_raw_str).  false with nothing
+ * written for a string to sanitize or a writer without the room at hand:
+ * v5_frame then writes it member by member, the same bytes. */
+static bool v5_frame_plain(jsonw *w, size_t index, const char *name, uint64_t off,
+                           const st_answer *ans) {
+  enum { MAXS = ST_MAX_INLINE_DEPTH + 1 };
+  size_t fn[MAXS], file[MAXS], nname = strlen(name), cap = w->max / 256;
+  /* the frame's own text is under 100 bytes, a symbol's under 40, numbers 20 each */
+  size_t need = 100 + 4 * 20 + 2 * nname;
+  if (nname > cap || ans->nsyms < 1 || ans->nsyms > MAXS)
+    return false;
+  for (int i = 0; i < ans->nsyms; i++) {
+    const st_symbol *s = &ans->syms[i];
+    fn[i] = strlen(s->function);
+    file[i] = s->file && s->has_line ? strlen(s->file) : 0;
+    if (fn[i] > cap || file[i] > cap) /* 130 strings of at most max / 256 bytes: no wrap */
+      return false;
+    need += 40 + 20 + 2 * (fn[i] + file[i]);
+  }
+  char *p = jsonw_raw_begin(w, need, 3);
+  if (!p)
+    return false;
+  const st_symbol *outer = &ans->syms[ans->nsyms - 1];
+  int o = ans->nsyms - 1;
+  p = jsonw_raw_lit(p, "{\"frame\":");
+  p = jsonw_raw_uint(p, index);
+  p = jsonw_raw_lit(p, ",\"module\":");
+  if (!(p = jsonw_raw_str(p, name, nname)))
+    return false;
+  p = jsonw_raw_lit(p, ",\"module_offset\":");
+  p = jsonw_raw_hex(p, off);
+  p = jsonw_raw_lit(p, ",\"function\":");
+  if (!(p = jsonw_raw_str(p, outer->function, fn[o])))
+    return false;
+  if (outer->has_offset) {
+    p = jsonw_raw_lit(p, ",\"function_offset\":");
+    p = jsonw_raw_hex(p, outer->function_offset);
+  }
+  if (outer->file && outer->has_line) {
+    p = jsonw_raw_lit(p, ",\"file\":");
+    if (!(p = jsonw_raw_str(p, outer->file, file[o])))
+      return false;
+  }
+  if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE) {
+    p = jsonw_raw_lit(p, ",\"line\":");
+    p = jsonw_raw_uint(p, outer->line);
+  }
+  if (ans->nsyms > 1) {
+    p = jsonw_raw_lit(p, ",\"inlines\":[");
+    for (int i = 0; i < o; i++) { /* innermost (deepest) first */
+      const st_symbol *s = &ans->syms[i];
+      if (i)
+        *p++ = ',';
+      p = jsonw_raw_lit(p, "{\"function\":");
+      if (!(p = jsonw_raw_str(p, s->function, fn[i])))
+        return false;
+      if (s->file && s->has_line) {
+        p = jsonw_raw_lit(p, ",\"file\":");
+        if (!(p = jsonw_raw_str(p, s->file, file[i])))
+          return false;
+      }
+      if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
+        p = jsonw_raw_lit(p, ",\"line\":");
+        p = jsonw_raw_uint(p, s->line);
+      }
+      *p++ = '}';
+    }
+    *p++ = ']';
+  }
+  *p++ = '}';
+  jsonw_raw_end(w, p);
+  return true;
+}
+
 /* One frame of a v5 answer; returns its status (for the metrics). */
 static frame_status v5_frame(jsonw *w, const rq_request *q, size_t index, const rq_v5_frame *e,
                              const rq_job *j, const req_module *mods) {
-  jsonw_obj(w);
-  jsonw_key(w, "frame");
-  jsonw_uint(w, index);
   const req_module *m = NULL, *r = NULL;
-  jsonw_key(w, "module");
   if (e->module_index >= 0 && (uint64_t)e->module_index < j->nmods) {
     m = &mods[j->mod_first + (size_t)e->module_index];
     r = &mods[m->same];
+  }
+  bool usable = e->off_kind == RQ_OFF_OK;
+  uint64_t off = e->offset;
+  bool lookup = m && !m->g->invalid && usable && off <= UINT32_MAX && r->h.status == MOD_FOUND;
+  st_answer ans;
+  if (lookup) {
+    st_lookup_rva(r->h.st, (uint32_t)off, &ans);
+    if (ans.status == ST_OK && ans.nsyms >= 1 &&
+        v5_frame_plain(w, index, m->g->id.debug_file, off, &ans))
+      return FS_OK;
+  }
+  jsonw_obj(w);
+  jsonw_key(w, "frame");
+  jsonw_uint(w, index);
+  jsonw_key(w, "module");
+  if (m) {
     /* the module's name: the PDB's, reduced to its last component, or the
      * entry as given when that is not a valid name */
     if (m->g->invalid)
@@ -780,14 +871,10 @@ static frame_status v5_frame(jsonw *w, const rq_request *q, size_t index, const 
   }
   jsonw_key(w, "module_offset");
   v5_offset(w, q, e);
-  bool usable = e->off_kind == RQ_OFF_OK;
-  uint64_t off = e->offset;
   frame_status st = !m ? (e->module_index == -1 ? FS_UNKNOWN_ADDRESS : FS_INVALID)
                     : m->g->invalid ? FS_INVALID
                                     : module_frame_status(r->h.status);
-  st_answer ans;
-  if (m && !m->g->invalid && usable && off <= UINT32_MAX && r->h.status == MOD_FOUND) {
-    st_lookup_rva(r->h.st, (uint32_t)off, &ans);
+  if (lookup) {
     if (ans.status != ST_OK || ans.nsyms < 1) {
       st = FS_UNKNOWN_ADDRESS;
     } else {

@@ -38,7 +38,7 @@ static const char *generated_name(uint32_t g) {
 
 /* ---- frames ------------------------------------------------------------------ */
 
-#define LIT(p, lit) (memcpy((p), lit, sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+#define LIT jsonw_raw_lit
 
 /* A native symbol as render_symbols below writes it: function, mangled,
  * file, line, inlined, hidden, function_offset, whose strings hold no
@@ -93,29 +93,14 @@ static char *plain_put(char *p, const st_symbol *s, const size_t len[3]) {
   return p;
 }
 
-/* Room the writer has already (within its cap) for need more bytes: asking
- * for more than the text needs must not fail a writer near its cap or its
- * budget, so the one-pass writes below only use room at hand. */
-static bool plain_room(const jsonw *w, size_t need) {
-  return w->cap - w->len >= need && w->max - w->len >= need;
-}
-
 /* One symbol of an open "symbols" array in one pass; false with nothing
  * written for any other symbol or a writer in another state. */
 static bool symbol_plain(jsonw *w, const render_module *rm, const st_symbol *s) {
-  size_t len[3];
-  if (w->err || w->after_key || w->depth + 1 >= JSONW_MAX_DEPTH)
+  size_t len[3], need = plain_need(w, rm, s, len);
+  char *p = need ? jsonw_raw_begin(w, need + 1, 1) : NULL;
+  if (!p || !(p = plain_put(p, s, len)))
     return false;
-  size_t need = plain_need(w, rm, s, len);
-  if (!need || !plain_room(w, need))
-    return false;
-  char *p0 = w->buf + w->len, *p = p0;
-  if (w->more & 1)
-    *p++ = ',';
-  if (!(p = plain_put(p, s, len)))
-    return false;
-  w->len += (size_t)(p - p0);
-  w->more |= 1;
+  jsonw_raw_end(w, p);
   return true;
 }
 
@@ -126,8 +111,7 @@ static bool symbol_plain(jsonw *w, const render_module *rm, const st_symbol *s) 
  * member by member (the same bytes). */
 static bool frame_plain(jsonw *w, const render_module *rm, const render_frame *f) {
   const st_answer *a = f->answer;
-  if (w->err || w->after_key || w->depth + 3 >= JSONW_MAX_DEPTH || a->nsyms < 1 ||
-      a->nsyms > ST_MAX_INLINE_DEPTH + 1)
+  if (a->nsyms < 1 || a->nsyms > ST_MAX_INLINE_DEPTH + 1)
     return false;
   enum { MAXS = ST_MAX_INLINE_DEPTH + 1 };
   size_t len[MAXS][3], need = 80; /* the frame's own text: under 50 bytes, numbers 20 each */
@@ -137,11 +121,9 @@ static bool frame_plain(jsonw *w, const render_module *rm, const render_frame *f
       return false;
     need += n;
   }
-  if (!plain_room(w, need))
+  char *p = jsonw_raw_begin(w, need, 3);
+  if (!p)
     return false;
-  char *p0 = w->buf + w->len, *p = p0;
-  if (w->more & 1)
-    *p++ = ',';
   p = LIT(p, "{\"status\":\"ok\",\"module\":");
   p = jsonw_raw_uint(p, (uint64_t)f->module);
   p = LIT(p, ",\"rva\":");
@@ -154,8 +136,7 @@ static bool frame_plain(jsonw *w, const render_module *rm, const render_frame *f
       return false;
   }
   p = LIT(p, "]}");
-  w->len += (size_t)(p - p0);
-  w->more |= 1;
+  jsonw_raw_end(w, p);
   return true;
 }
 
