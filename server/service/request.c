@@ -1136,6 +1136,76 @@ static bool v5_offset(v5_walk *s, const v5_frame_fields *ff, rq_v5_frame *out) {
   return true;
 }
 
+/* The usual v5 frame, [N, M] or [N, "0xHEX"] (white space anywhere JSON
+ * allows it; N of 1 to 9 digits, M of 1 to 15, neither with a leading zero;
+ * 1 to 16 hex digits after "0x" or "0X"), read at the cursor in one pass:
+ * *index and *offset are what jw_piece and v5_offset make of it (an array
+ * of two integers jansson reads as they stand, or an integer and a plain
+ * ASCII string hex_number takes whole) and the cursor is left after the
+ * ']', where jw_piece leaves it.  false, with nothing done, for anything
+ * else, which the full reading takes. */
+static bool usual_v5_frame(jwalk *w, int64_t *index, uint64_t *offset) {
+  const char *s = w->s;
+  size_t n = w->n, p = ws_end(s, w->pos, n);
+  if (p >= n || s[p] != '[')
+    return false;
+  p = ws_end(s, p + 1, n);
+  uint64_t v = 0;
+  size_t d0 = p;
+  while (p < n && s[p] >= '0' && s[p] <= '9' && p - d0 < 10)
+    v = v * 10 + (uint64_t)(s[p++] - '0');
+  size_t nd = p - d0;
+  if (nd == 0 || nd > 9 || (nd > 1 && s[d0] == '0'))
+    return false;
+  p = ws_end(s, p, n);
+  if (!(p = lit_at(s, p, n, ",", 1)) || p >= n)
+    return false;
+  uint64_t off = 0;
+  if (s[p] == '"') {
+    if (n - p < 4 || s[p + 1] != '0' || (s[p + 2] != 'x' && s[p + 2] != 'X'))
+      return false;
+    p += 3;
+    size_t h0 = p;
+    int d;
+    while (p < n && p - h0 < 17 && (d = hex_digit[(unsigned char)s[p]]) >= 0) {
+      off = (off << 4) | (uint64_t)d;
+      p++;
+    }
+    if (p == h0 || p - h0 > 16 || p >= n || s[p] != '"')
+      return false;
+    p++;
+  } else {
+    size_t m0 = p;
+    while (p < n && s[p] >= '0' && s[p] <= '9' && p - m0 < 16)
+      off = off * 10 + (uint64_t)(s[p++] - '0');
+    size_t nm = p - m0;
+    if (nm == 0 || nm > 15 || (nm > 1 && s[m0] == '0'))
+      return false;
+  }
+  p = ws_end(s, p, n);
+  if (p >= n || s[p] != ']')
+    return false;
+  *index = (int64_t)v;
+  *offset = off;
+  w->pos = p + 1;
+  return true;
+}
+
+/* A frame read whole, into the request's frames when store (and the
+ * budget allows); bare: it is a frame of the bare form's job. */
+static void keep_v5_frame(v5_walk *s, bool bare, bool store, const rq_v5_frame *fr) {
+  if (!store || s->budget) {
+    /* past v5_max_frames: not kept */
+  } else if (!room(&s->r->v5_b, s->r->nv5_frames + 1, sizeof(rq_v5_frame))) {
+    s->budget = true;
+  } else {
+    s->r->v5_frames = (rq_v5_frame *)(void *)s->r->v5_b.p;
+    s->r->v5_frames[s->r->nv5_frames++] = *fr;
+    s->r->stacks[s->r->nstacks].count++;
+    s->frames_kept[bare]++;
+  }
+}
+
 static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
   j->job.stack_first = (uint32_t)s->r->nstacks;
   if (!jw_array_begin(w))
@@ -1169,8 +1239,18 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
        * before "too many addresses"), kept only up to it */
       bool check = keep && !j->stack_err && !s->budget;
       bool store = check && s->frames_kept[j->bare] < s->lim->v5_max_frames;
+      rq_v5_frame fr;
       if (!check) {
         jw_skip(w);
+      } else if (!w->failed && w->depth + 1 <= JW_MAX_DEPTH &&
+                 usual_v5_frame(w, &fr.module_index, &fr.offset)) {
+        int64_t index = fr.module_index;
+        uint64_t offset = fr.offset;
+        memset(&fr, 0, sizeof fr);
+        fr.module_index = index;
+        fr.off_kind = RQ_OFF_OK;
+        fr.offset = offset;
+        keep_v5_frame(s, j->bare, store, &fr);
       } else {
         v5_frame_fields *ff = &s->ff;
         ff->count = 0;
@@ -1182,7 +1262,6 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
           s->budget = true;
           ff->oom = false;
         }
-        rq_v5_frame fr;
         memset(&fr, 0, sizeof fr);
         const char *bad = NULL; /* the frame's name is formatted only when it fails */
         if (et != JW_ARRAY || ff->count != 2 || ff->t0 != JW_INTEGER ||
@@ -1193,16 +1272,9 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
         if (bad) {
           snprintf(f, sizeof f, "%sstacks[%zu][%zu]", j->prefix, si, k);
           j->stack_err = !fail(&j->serr, f, bad, NULL);
-        } else if (!store || s->budget) {
-          /* past v5_max_frames: not kept */
-        } else if (!room(&s->r->v5_b, s->r->nv5_frames + 1, sizeof(rq_v5_frame))) {
-          s->budget = true;
         } else {
           fr.module_index = ff->i0;
-          s->r->v5_frames = (rq_v5_frame *)(void *)s->r->v5_b.p;
-          s->r->v5_frames[s->r->nv5_frames++] = fr;
-          s->r->stacks[s->r->nstacks].count++;
-          s->frames_kept[j->bare]++;
+          keep_v5_frame(s, j->bare, store, &fr);
         }
       }
       j->nframes++;
