@@ -682,20 +682,25 @@ typedef struct {
 
 /* JSON white space from p, as jwalk skips it. */
 static inline __attribute__((always_inline)) size_t ws_end(const char *s, size_t p, size_t n) {
-  while (p < n && (s[p] == ' ' || s[p] == '\n' || s[p] == '\t' || s[p] == '\r'))
+  /* one compare for the usual byte: white space is at most ' ' */
+  while (p < n && (unsigned char)s[p] <= ' ' &&
+         (s[p] == ' ' || s[p] == '\n' || s[p] == '\t' || s[p] == '\r'))
     p++;
   return p;
 }
 
-/* The literal lit (len bytes, a constant: the compare is a load or two) at
- * p, then white space: the position after it, or 0. */
+/* The literal lit (1 to 8 bytes, len a constant: the compare is a load or
+ * two against a constant) at p, then white space: the position after it,
+ * or 0. */
 static inline __attribute__((always_inline)) size_t lit_at(const char *s, size_t p, size_t n,
                                                            const char *lit, size_t len) {
-  if (n - p < len)
+  uint64_t a = 0, b = 0;
+  if (len > 8 || n - p < len)
     return 0;
-  for (size_t i = 0; i < len; i++) /* unrolled: a compare with a constant a byte */
-    if (s[p + i] != lit[i])
-      return 0;
+  memcpy(&a, s + p, len);
+  memcpy(&b, lit, len);
+  if (a != b)
+    return 0;
   return ws_end(s, p + len, n);
 }
 
@@ -739,12 +744,8 @@ static bool usual_frame(jwalk *w, rq_frame *out) {
   p = ws_end(s, p + 1, n);
   if (p >= n || s[p] != '}')
     return false;
-  memset(out, 0, sizeof *out);
-  out->adjust = -1;
-  out->module = (uint32_t)mod;
-  out->kind = RQ_NATIVE;
-  out->flags = RQ_F_INDEX_OK | RQ_F_HAS_RVA;
-  out->rva = rva;
+  *out = (rq_frame){.rva = rva, .module = (uint32_t)mod, .kind = RQ_NATIVE,
+                    .flags = RQ_F_INDEX_OK | RQ_F_HAS_RVA, .adjust = -1};
   w->pos = p + 1;
   return true;
 }
