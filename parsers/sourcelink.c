@@ -31,7 +31,10 @@ static int lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 static int casecmp_n(const char *a, size_t an, const char *b, size_t bn) {
   size_t n = an < bn ? an : bn;
   for (size_t i = 0; i < n; i++) {
-    int x = lower((unsigned char)a[i]), y = lower((unsigned char)b[i]);
+    unsigned char p = (unsigned char)a[i], q = (unsigned char)b[i];
+    if (p == q) /* the usual byte: equal as it stands */
+      continue;
+    int x = lower(p), y = lower(q);
     if (x != y)
       return x < y ? -1 : 1;
   }
@@ -484,8 +487,18 @@ ps_err sl_map_build(sl_map *m, const char *json, size_t len, ps_budget *budget, 
 static bool emit(char *out, size_t cap, size_t *o, const char *s, size_t n, bool slashes) {
   if (n >= cap - *o)
     return false;
-  for (size_t i = 0; i < n; i++)
-    out[(*o)++] = slashes && s[i] == '\\' ? '/' : s[i];
+  /* runs without a backslash copied whole */
+  const char *end = s + n;
+  while (s < end) {
+    const char *b = slashes ? memchr(s, '\\', (size_t)(end - s)) : NULL;
+    size_t run = b ? (size_t)(b - s) : (size_t)(end - s);
+    memcpy(out + *o, s, run);
+    *o += run;
+    if (!b)
+      break;
+    out[(*o)++] = '/';
+    s = b + 1;
+  }
   return true;
 }
 
