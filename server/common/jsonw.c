@@ -438,8 +438,14 @@ static inline unsigned hex_digits(uint64_t v) {
   return v ? (unsigned)(67 - __builtin_clzll(v)) / 4 : 1; /* (bits + 3) / 4 */
 }
 
-char *jsonw_raw_hex(char *p, uint64_t v) {
+char *jsonw_raw_hex(char *p, uint64_t v) { return jsonw_raw_hexw(p, v, 0); }
+
+char *jsonw_raw_hexw(char *p, uint64_t v, int width) {
   unsigned d = hex_digits(v);
+  if (width > 16)
+    width = 16;
+  if (width > 0 && (unsigned)width > d)
+    d = (unsigned)width;
   p[0] = '"';
   p[1] = '0';
   p[2] = 'x';

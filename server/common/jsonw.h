@@ -228,6 +228,8 @@ static inline void jsonw_raw_end(jsonw *w, char *end) {
 }
 char *jsonw_raw_uint(char *p, uint64_t v);
 char *jsonw_raw_hex(char *p, uint64_t v);
+/* jsonw_raw_hex zero-padded to width digits (at most 16), as jsonw_hex. */
+char *jsonw_raw_hexw(char *p, uint64_t v, int width);
 
 /* Helpers for the sanitizing rule alone (no writer): the length of the
  * valid UTF-8 sequence at p (1..4, as jansson accepts it), or 0 when the

@@ -40,83 +40,145 @@ static const char *generated_name(uint32_t g) {
 
 #define LIT jsonw_raw_lit
 
-/* A native symbol as render_symbols below writes it: function, mangled,
- * file, line, inlined, hidden, function_offset, whose strings hold no
- * control byte and no byte from 0x80 (checked as they are copied; '"' and
- * '\\' escaped).  plain_need says whether s is such a symbol (no managed
- * field, no Source Link map to consult) and the most bytes it takes, its
- * strings' lengths in len[3]; plain_put writes it at p, or returns NULL
- * when a string holds a byte to check or escape otherwise (the caller
- * then writes nothing and goes the usual way). */
-#define PLAIN_FIXED (160 + 3 * 20) /* the members' fixed text, the numbers at most 20 each */
+/* A symbol as render_symbols below writes it, in one pass: its strings
+ * hold no control byte and no byte from 0x80 (checked as they are copied;
+ * '"' and '\\' escaped).  plain_need says whether s can be written so and
+ * the most bytes it takes, its strings' lengths in p->len; a Source Link
+ * URL is resolved into url (PLAIN_URL bytes) when url is given, else a
+ * module with a map is no such symbol.  plain_put writes it at out, or
+ * returns NULL when a string holds a byte to check or escape otherwise
+ * (the caller then writes nothing and goes the usual way). */
+enum { PL_FN, PL_MANGLED, PL_FILE, PL_URL, PL_ASYNC, PL_USER, PL_LOCAL, PL__N };
+#define PLAIN_FIXED (300 + 7 * 20) /* the members' fixed text, the numbers at most 20 each */
+#define PLAIN_URL 2048
+
+typedef struct {
+  size_t len[PL__N];
+  const char *gen; /* generated_name of a user_method's kind, or NULL */
+  const char *url; /* the Source Link URL, or NULL */
+} plain_sym;
 
 static size_t plain_need(const jsonw *w, const render_module *rm, const st_symbol *s,
-                         size_t len[3]) {
-  if (s->has_column || s->async_method || s->user_method || (rm && rm->st && rm->st->slmap))
-    return 0;
+                         plain_sym *p, char *url) {
+  memset(p, 0, sizeof *p);
   const char *file = s->has_line && s->file && s->file[0] ? s->file : NULL;
-  len[0] = strlen(s->function);
-  len[1] = s->mangled ? strlen(s->mangled) : 0;
-  len[2] = file ? strlen(file) : 0;
-  if (len[0] > w->max / 8 || len[1] > w->max / 8 || len[2] > w->max / 8) /* no sum can wrap */
-    return 0;
-  return PLAIN_FIXED + 2 * (len[0] + len[1] + len[2]);
+  if (file && rm && rm->st && rm->st->slmap) {
+    if (!url)
+      return 0;
+    if (render_source_link(rm, file, url, PLAIN_URL)) {
+      p->url = url;
+      p->len[PL_URL] = strlen(url);
+    }
+  }
+  p->len[PL_FN] = strlen(s->function);
+  p->len[PL_MANGLED] = s->mangled ? strlen(s->mangled) : 0;
+  p->len[PL_FILE] = file ? strlen(file) : 0;
+  p->len[PL_ASYNC] = s->async_method ? strlen(s->async_method) : 0;
+  p->gen = s->user_method ? generated_name(s->generated) : NULL;
+  if (p->gen) {
+    p->len[PL_USER] = strlen(s->user_method);
+    p->len[PL_LOCAL] = s->local_function ? strlen(s->local_function) : 0;
+  }
+  size_t need = PLAIN_FIXED;
+  for (int k = 0; k < PL__N; k++) {
+    if (p->len[k] > w->max / 32) /* seven strings of at most max / 32 bytes: no sum wraps */
+      return 0;
+    need += 2 * p->len[k];
+  }
+  return need;
 }
 
-static char *plain_put(char *p, const st_symbol *s, const size_t len[3]) {
-  p = LIT(p, "{\"function\":");
-  if (!(p = jsonw_raw_str(p, s->function, len[0])))
+static char *plain_put(char *o, const st_symbol *s, const plain_sym *p) {
+  o = LIT(o, "{\"function\":");
+  if (!(o = jsonw_raw_str(o, s->function, p->len[PL_FN])))
     return NULL;
-  if (len[1]) {
-    p = LIT(p, ",\"mangled\":");
-    if (!(p = jsonw_raw_str(p, s->mangled, len[1])))
+  if (p->len[PL_MANGLED]) {
+    o = LIT(o, ",\"mangled\":");
+    if (!(o = jsonw_raw_str(o, s->mangled, p->len[PL_MANGLED])))
       return NULL;
   }
   if (s->has_line) {
-    if (len[2]) {
-      p = LIT(p, ",\"file\":");
-      if (!(p = jsonw_raw_str(p, s->file, len[2])))
+    if (p->len[PL_FILE]) {
+      o = LIT(o, ",\"file\":");
+      if (!(o = jsonw_raw_str(o, s->file, p->len[PL_FILE])))
         return NULL;
+      if (p->url) {
+        o = LIT(o, ",\"source_link\":");
+        if (!(o = jsonw_raw_str(o, p->url, p->len[PL_URL])))
+          return NULL;
+      }
     }
-    p = LIT(p, ",\"line\":");
-    p = jsonw_raw_uint(p, s->line);
+    o = LIT(o, ",\"line\":");
+    o = jsonw_raw_uint(o, s->line);
+    if (s->has_column) {
+      o = LIT(o, ",\"column\":");
+      o = jsonw_raw_uint(o, s->column);
+      o = LIT(o, ",\"end_line\":");
+      o = jsonw_raw_uint(o, s->end_line);
+      o = LIT(o, ",\"end_column\":");
+      o = jsonw_raw_uint(o, s->end_column);
+    }
   }
   if (s->inlined)
-    p = LIT(p, ",\"inlined\":true");
+    o = LIT(o, ",\"inlined\":true");
   if (s->hidden)
-    p = LIT(p, ",\"hidden\":true");
+    o = LIT(o, ",\"hidden\":true");
   if (s->has_offset) {
-    p = LIT(p, ",\"function_offset\":");
-    p = jsonw_raw_hex(p, s->function_offset);
+    o = LIT(o, ",\"function_offset\":");
+    o = jsonw_raw_hex(o, s->function_offset);
   }
-  *p++ = '}';
-  return p;
+  if (s->async_method) {
+    o = LIT(o, ",\"async_method\":");
+    if (!(o = jsonw_raw_str(o, s->async_method, p->len[PL_ASYNC])))
+      return NULL;
+  }
+  if (p->gen) {
+    o = LIT(o, ",\"user_method\":");
+    if (!(o = jsonw_raw_str(o, s->user_method, p->len[PL_USER])))
+      return NULL;
+    o = LIT(o, ",\"generated\":");
+    o = jsonw_raw_str(o, p->gen, strlen(p->gen));
+    if (s->local_function) {
+      o = LIT(o, ",\"local_function\":");
+      if (!(o = jsonw_raw_str(o, s->local_function, p->len[PL_LOCAL])))
+        return NULL;
+    }
+  }
+  *o++ = '}';
+  return o;
 }
 
 /* One symbol of an open "symbols" array in one pass; false with nothing
  * written for any other symbol or a writer in another state. */
 static bool symbol_plain(jsonw *w, const render_module *rm, const st_symbol *s) {
-  size_t len[3], need = plain_need(w, rm, s, len);
+  plain_sym ps;
+  char url[PLAIN_URL];
+  size_t need = plain_need(w, rm, s, &ps, url);
   char *p = need ? jsonw_raw_begin(w, need + 1, 1) : NULL;
-  if (!p || !(p = plain_put(p, s, len)))
+  if (!p || !(p = plain_put(p, s, &ps)))
     return false;
   jsonw_raw_end(w, p);
   return true;
 }
 
-/* The usual frame, a native address found, in one pass:
- *   {"status":"ok","module":N,"rva":"0x..","symbols":[...]}
- * every symbol as symbol_plain writes it.  false with nothing written for
- * any other frame, symbol or writer state: render_frame_w then writes it
- * member by member (the same bytes). */
+/* A frame whose address was found, in one pass:
+ *   {"status":"ok","module":N,"rva":"0x..","symbols":[...]}, or for a
+ *   managed frame {"status":"ok","module":N,"token":"0x06..","il_offset":N,
+ *   "symbols":[...]}
+ * every symbol as symbol_plain writes it (with a Source Link map to consult,
+ * a frame of one symbol only).  false with nothing written for any other
+ * frame, symbol or writer state: render_frame_w then writes it member by
+ * member (the same bytes). */
 static bool frame_plain(jsonw *w, const render_module *rm, const render_frame *f) {
   const st_answer *a = f->answer;
   if (a->nsyms < 1 || a->nsyms > ST_MAX_INLINE_DEPTH + 1)
     return false;
   enum { MAXS = ST_MAX_INLINE_DEPTH + 1 };
-  size_t len[MAXS][3], need = 80; /* the frame's own text: under 50 bytes, numbers 20 each */
+  plain_sym ps[MAXS];
+  char url[PLAIN_URL];
+  size_t need = 160; /* the frame's own text: under 70 bytes, three numbers of at most 20 */
   for (int i = 0; i < a->nsyms; i++) {
-    size_t n = plain_need(w, rm, &a->syms[i], len[i]);
+    size_t n = plain_need(w, rm, &a->syms[i], &ps[i], i == 0 && a->nsyms == 1 ? url : NULL);
     if (!n || n > w->max / 128) /* 65 symbols of at most max / 128 bytes cannot wrap */
       return false;
     need += n;
@@ -126,13 +188,20 @@ static bool frame_plain(jsonw *w, const render_module *rm, const render_frame *f
     return false;
   p = LIT(p, "{\"status\":\"ok\",\"module\":");
   p = jsonw_raw_uint(p, (uint64_t)f->module);
-  p = LIT(p, ",\"rva\":");
-  p = jsonw_raw_hex(p, f->rva_or_token);
+  if (f->managed) {
+    p = LIT(p, ",\"token\":");
+    p = jsonw_raw_hexw(p, f->rva_or_token, 8);
+    p = LIT(p, ",\"il_offset\":");
+    p = jsonw_raw_uint(p, f->il_offset);
+  } else {
+    p = LIT(p, ",\"rva\":");
+    p = jsonw_raw_hex(p, f->rva_or_token);
+  }
   p = LIT(p, ",\"symbols\":[");
   for (int i = 0; i < a->nsyms; i++) {
     if (i)
       *p++ = ',';
-    if (!(p = plain_put(p, &a->syms[i], len[i])))
+    if (!(p = plain_put(p, &a->syms[i], &ps[i])))
       return false;
   }
   p = LIT(p, "]}");
@@ -208,7 +277,7 @@ static void render_symbols(jsonw *w, const render_module *rm, const st_answer *a
 }
 
 void render_frame_w(jsonw *w, const render_module *rm, const render_frame *f) {
-  if (f->answer && f->module >= 0 && f->has_address && !f->managed && !f->has_instruction_addr &&
+  if (f->answer && f->module >= 0 && f->has_address && !f->has_instruction_addr &&
       !f->adjusted && !f->error && f->retry_after < 0 && !f->input && f->status[0] == 'o' &&
       f->status[1] == 'k' && !f->status[2] && frame_plain(w, rm, f))
     return;
