@@ -438,9 +438,7 @@ static inline unsigned hex_digits(uint64_t v) {
   return v ? (unsigned)(67 - __builtin_clzll(v)) / 4 : 1; /* (bits + 3) / 4 */
 }
 
-char *jsonw_raw_hex(char *p, uint64_t v) { return jsonw_raw_hexw(p, v, 0); }
-
-char *jsonw_raw_hexw(char *p, uint64_t v, int width) {
+static inline char *raw_hex(char *p, uint64_t v, int width) {
   unsigned d = hex_digits(v);
   if (width > 16)
     width = 16;
@@ -453,6 +451,9 @@ char *jsonw_raw_hexw(char *p, uint64_t v, int width) {
   p[3 + d] = '"';
   return p + 4 + d;
 }
+
+char *jsonw_raw_hex(char *p, uint64_t v) { return raw_hex(p, v, 0); }
+char *jsonw_raw_hexw(char *p, uint64_t v, int width) { return raw_hex(p, v, width); }
 
 void jsonw_hex(jsonw *w, uint64_t v, int width) {
   unsigned digits = hex_digits(v);

@@ -60,30 +60,33 @@ typedef struct {
 
 static size_t plain_need(const jsonw *w, const render_module *rm, const st_symbol *s,
                          plain_sym *p, char *url) {
-  memset(p, 0, sizeof *p);
   const char *file = s->has_line && s->file && s->file[0] ? s->file : NULL;
+  size_t *len = p->len, cap = w->max / 32; /* seven strings of at most max / 32 bytes: no sum wraps */
+  len[PL_FN] = strlen(s->function);
+  len[PL_MANGLED] = s->mangled ? strlen(s->mangled) : 0;
+  len[PL_FILE] = file ? strlen(file) : 0;
+  if (len[PL_FN] > cap || len[PL_MANGLED] > cap || len[PL_FILE] > cap)
+    return 0;
+  size_t need = PLAIN_FIXED + 2 * (len[PL_FN] + len[PL_MANGLED] + len[PL_FILE]);
+  p->url = NULL;
+  p->gen = NULL;
   if (file && rm && rm->st && rm->st->slmap) {
     if (!url)
       return 0;
     if (render_source_link(rm, file, url, PLAIN_URL)) {
       p->url = url;
-      p->len[PL_URL] = strlen(url);
+      len[PL_URL] = strlen(url); /* under PLAIN_URL */
+      need += 2 * len[PL_URL];
     }
   }
-  p->len[PL_FN] = strlen(s->function);
-  p->len[PL_MANGLED] = s->mangled ? strlen(s->mangled) : 0;
-  p->len[PL_FILE] = file ? strlen(file) : 0;
-  p->len[PL_ASYNC] = s->async_method ? strlen(s->async_method) : 0;
-  p->gen = s->user_method ? generated_name(s->generated) : NULL;
-  if (p->gen) {
-    p->len[PL_USER] = strlen(s->user_method);
-    p->len[PL_LOCAL] = s->local_function ? strlen(s->local_function) : 0;
-  }
-  size_t need = PLAIN_FIXED;
-  for (int k = 0; k < PL__N; k++) {
-    if (p->len[k] > w->max / 32) /* seven strings of at most max / 32 bytes: no sum wraps */
+  if (s->async_method || s->user_method) { /* managed code's own fields */
+    len[PL_ASYNC] = s->async_method ? strlen(s->async_method) : 0;
+    p->gen = s->user_method ? generated_name(s->generated) : NULL;
+    len[PL_USER] = p->gen ? strlen(s->user_method) : 0;
+    len[PL_LOCAL] = p->gen && s->local_function ? strlen(s->local_function) : 0;
+    if (len[PL_ASYNC] > cap || len[PL_USER] > cap || len[PL_LOCAL] > cap)
       return 0;
-    need += 2 * p->len[k];
+    need += 2 * (len[PL_ASYNC] + len[PL_USER] + len[PL_LOCAL]);
   }
   return need;
 }

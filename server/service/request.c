@@ -689,63 +689,110 @@ static inline __attribute__((always_inline)) size_t ws_end(const char *s, size_t
   return p;
 }
 
-/* The literal lit (1 to 8 bytes, len a constant: the compare is a load or
- * two against a constant) at p, then white space: the position after it,
+/* The literal lit (1 to 16 bytes, len a constant: the compare is a few
+ * loads against constants) at p, then white space: the position after it,
  * or 0. */
 static inline __attribute__((always_inline)) size_t lit_at(const char *s, size_t p, size_t n,
                                                            const char *lit, size_t len) {
-  uint64_t a = 0, b = 0;
-  if (len > 8 || n - p < len)
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  if (len > 16 || n - p < len)
     return 0;
-  memcpy(&a, s + p, len);
-  memcpy(&b, lit, len);
-  if (a != b)
+  size_t lo = len < 8 ? len : 8;
+  memcpy(&a, s + p, lo);
+  memcpy(&b, lit, lo);
+  if (len > 8) {
+    memcpy(&c, s + p + 8, len - 8);
+    memcpy(&d, lit + 8, len - 8);
+  }
+  if (a != b || c != d)
     return 0;
   return ws_end(s, p + len, n);
 }
 
-/* The usual native frame, {"module": N, "rva": "0xHEX"} (white space
- * anywhere JSON allows it, N of 1 to 9 digits without a leading zero, 1 to 8
- * hex digits), read at the cursor in one pass: out is what jw_piece and
- * parse_frame make of it (that object has two distinct keys, an integer
- * jansson reads as it stands and a plain ASCII string) and the cursor is
- * left after the '}', where jw_piece leaves it.  false, with nothing done,
- * for anything else, which the full reading takes. */
+/* Decimal digits at *p without a leading zero, at most max of them (max
+ * <= 19): their value, or false with *p where it was. */
+static inline __attribute__((always_inline)) bool digits_at(const char *s, size_t *p, size_t n,
+                                                            size_t max, uint64_t *out) {
+  uint64_t v = 0;
+  size_t q = *p;
+  while (q < n && s[q] >= '0' && s[q] <= '9' && q - *p <= max)
+    v = v * 10 + (uint64_t)(s[q++] - '0');
+  size_t nd = q - *p;
+  if (nd == 0 || nd > max || (nd > 1 && s[*p] == '0'))
+    return false;
+  *p = q;
+  *out = v;
+  return true;
+}
+
+/* "0x" (or "0X" when upper) and 1 to max hex digits, quoted, at *p (max <=
+ * 16): their value, or false. */
+static inline __attribute__((always_inline)) bool hex_at(const char *s, size_t *p, size_t n,
+                                                         size_t max, bool upper, uint64_t *out) {
+  size_t q = *p;
+  if (n - q < 4 || s[q] != '"' || s[q + 1] != '0' || (s[q + 2] != 'x' && !(upper && s[q + 2] == 'X')))
+    return false;
+  q += 3;
+  uint64_t v = 0;
+  size_t h0 = q;
+  int d;
+  while (q < n && q - h0 <= max && (d = hex_digit[(unsigned char)s[q]]) >= 0) {
+    v = (v << 4) | (uint64_t)d;
+    q++;
+  }
+  if (q == h0 || q - h0 > max || q >= n || s[q] != '"')
+    return false;
+  *p = q + 1;
+  *out = v;
+  return true;
+}
+
+/* The usual frame, native {"module": N, "rva": "0xHEX"} or managed
+ * {"module": N, "token": "0x06HEX", "il_offset": M} (white space anywhere
+ * JSON allows it, N and M of 1 to 9 digits without a leading zero, 1 to 8
+ * hex digits, a token of table 0x06), read at the cursor in one pass: out
+ * is what jw_piece and parse_frame make of it (that object has distinct
+ * keys, integers jansson reads as they stand and plain ASCII strings) and
+ * the cursor is left after the '}', where jw_piece leaves it.  false, with
+ * nothing done, for anything else, which the full reading takes. */
 static bool usual_frame(jwalk *w, rq_frame *out) {
   const char *s = w->s;
   size_t n = w->n, p = ws_end(s, w->pos, n);
   if (p >= n || s[p] != '{')
     return false;
   p = ws_end(s, p + 1, n);
-  if (!(p = lit_at(s, p, n, "\"module\"", 8)) || !(p = lit_at(s, p, n, ":", 1)))
-    return false;
-  uint64_t mod = 0;
-  size_t d0 = p;
-  while (p < n && s[p] >= '0' && s[p] <= '9' && p - d0 < 10)
-    mod = mod * 10 + (uint64_t)(s[p++] - '0');
-  size_t nd = p - d0;
-  if (nd == 0 || nd > 9 || (nd > 1 && s[d0] == '0'))
+  uint64_t mod, v, il = 0;
+  if (!(p = lit_at(s, p, n, "\"module\"", 8)) || !(p = lit_at(s, p, n, ":", 1)) ||
+      !digits_at(s, &p, n, 9, &mod))
     return false;
   p = ws_end(s, p, n);
-  if (!(p = lit_at(s, p, n, ",", 1)) || !(p = lit_at(s, p, n, "\"rva\"", 5)) ||
-      !(p = lit_at(s, p, n, ":", 1)) || n - p < 4 || s[p] != '"' || s[p + 1] != '0' ||
-      s[p + 2] != 'x')
+  if (!(p = lit_at(s, p, n, ",", 1)))
     return false;
-  p += 3;
-  uint64_t rva = 0;
-  size_t h0 = p;
-  int d;
-  while (p < n && p - h0 < 9 && (d = hex_digit[(unsigned char)s[p]]) >= 0) {
-    rva = (rva << 4) | (uint64_t)d;
-    p++;
+  bool managed = false;
+  size_t q;
+  if ((q = lit_at(s, p, n, "\"rva\"", 5))) {
+    if (!(p = lit_at(s, q, n, ":", 1)) || !hex_at(s, &p, n, 8, false, &v))
+      return false;
+  } else if ((q = lit_at(s, p, n, "\"token\"", 7))) {
+    if (!(p = lit_at(s, q, n, ":", 1)) || !hex_at(s, &p, n, 8, false, &v) || (v >> 24) != 0x06)
+      return false;
+    p = ws_end(s, p, n);
+    if (!(p = lit_at(s, p, n, ",", 1)) || !(p = lit_at(s, p, n, "\"il_offset\"", 11)) ||
+        !(p = lit_at(s, p, n, ":", 1)) || !digits_at(s, &p, n, 9, &il))
+      return false;
+    managed = true;
+  } else {
+    return false;
   }
-  if (p == h0 || p - h0 > 8 || p >= n || s[p] != '"')
-    return false;
-  p = ws_end(s, p + 1, n);
+  p = ws_end(s, p, n);
   if (p >= n || s[p] != '}')
     return false;
-  *out = (rq_frame){.rva = rva, .module = (uint32_t)mod, .kind = RQ_NATIVE,
-                    .flags = RQ_F_INDEX_OK | RQ_F_HAS_RVA, .adjust = -1};
+  if (managed)
+    *out = (rq_frame){.rva = v, .aux = il, .module = (uint32_t)mod, .kind = RQ_MANAGED,
+                      .flags = RQ_F_INDEX_OK, .adjust = -1};
+  else
+    *out = (rq_frame){.rva = v, .module = (uint32_t)mod, .kind = RQ_NATIVE,
+                      .flags = RQ_F_INDEX_OK | RQ_F_HAS_RVA, .adjust = -1};
   w->pos = p + 1;
   return true;
 }
@@ -1151,38 +1198,14 @@ static bool usual_v5_frame(jwalk *w, int64_t *index, uint64_t *offset) {
   if (p >= n || s[p] != '[')
     return false;
   p = ws_end(s, p + 1, n);
-  uint64_t v = 0;
-  size_t d0 = p;
-  while (p < n && s[p] >= '0' && s[p] <= '9' && p - d0 < 10)
-    v = v * 10 + (uint64_t)(s[p++] - '0');
-  size_t nd = p - d0;
-  if (nd == 0 || nd > 9 || (nd > 1 && s[d0] == '0'))
+  uint64_t v, off;
+  if (!digits_at(s, &p, n, 9, &v))
     return false;
   p = ws_end(s, p, n);
   if (!(p = lit_at(s, p, n, ",", 1)) || p >= n)
     return false;
-  uint64_t off = 0;
-  if (s[p] == '"') {
-    if (n - p < 4 || s[p + 1] != '0' || (s[p + 2] != 'x' && s[p + 2] != 'X'))
-      return false;
-    p += 3;
-    size_t h0 = p;
-    int d;
-    while (p < n && p - h0 < 17 && (d = hex_digit[(unsigned char)s[p]]) >= 0) {
-      off = (off << 4) | (uint64_t)d;
-      p++;
-    }
-    if (p == h0 || p - h0 > 16 || p >= n || s[p] != '"')
-      return false;
-    p++;
-  } else {
-    size_t m0 = p;
-    while (p < n && s[p] >= '0' && s[p] <= '9' && p - m0 < 16)
-      off = off * 10 + (uint64_t)(s[p++] - '0');
-    size_t nm = p - m0;
-    if (nm == 0 || nm > 15 || (nm > 1 && s[m0] == '0'))
-      return false;
-  }
+  if (s[p] == '"' ? !hex_at(s, &p, n, 16, true, &off) : !digits_at(s, &p, n, 15, &off))
+    return false;
   p = ws_end(s, p, n);
   if (p >= n || s[p] != ']')
     return false;

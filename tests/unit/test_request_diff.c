@@ -318,6 +318,18 @@ static const char *const bodies[] = {
     F("{\"module\":0,\"rva\":\"0x10\""),
     F("{\"module\":0,\"rva\":\"0x10\"},{\"module\":0,\"rva\":\"0x10\"}"
       ",{\"module\":2,\"rva\":\"0x10\"},{\"module\":0,\"rva\":\"0x10\",\"stack\":1}"),
+    /* the same for its managed frames */
+    F("{\"module\": 1, \"token\": \"0x06000001\", \"il_offset\": 5}, { \"module\" :0 ,\"token\" : \"0x6ffffff\" , \"il_offset\" : 999999999 }"),
+    F("{\"module\":0,\"token\":\"0x07000001\",\"il_offset\":0},{\"module\":0,\"token\":\"0X06000001\",\"il_offset\":0}"),
+    F("{\"module\":0,\"token\":\"0x006000001\",\"il_offset\":0},{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":01}"),
+    F("{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":1000000000},{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":4294967296}"),
+    F("{\"module\":0,\"token\":\"0x06000001\"},{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":-1}"),
+    F("{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":1,\"rva\":\"0x10\"}"),
+    F("{\"module\":0,\"token\":\"0x06000001\",\"il_offse\":1},{\"module\":0,\"token\":\"0x06000001\",\"il_offset \":1}"),
+    F("{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":\"0x10\"},{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":1.0}"),
+    F("{\"module\":0,\"il_offset\":1,\"token\":\"0x06000001\"},{\"module\":0,\"token\":\"0x\",\"il_offset\":1}"),
+    F("{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":1"),
+    F("{\"module\":0,\"token\":\"0x06000001\",\"il_offset\":"),
     "{\"modules\":[],\"frames\":[],\"timeout\":1.5}",
     "{\"modules\":[],\"frames\":[],\"timeout\":1e999}",
     "{\"modules\":[],\"frames\":[],\"timeout\":12\xff}",
