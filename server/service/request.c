@@ -689,11 +689,12 @@ static inline __attribute__((always_inline)) size_t ws_end(const char *s, size_t
   return p;
 }
 
+
 /* The literal lit (1 to 16 bytes, len a constant: the compare is a few
- * loads against constants) at p, then white space: the position after it,
- * or 0. */
-static inline __attribute__((always_inline)) size_t lit_at(const char *s, size_t p, size_t n,
-                                                           const char *lit, size_t len) {
+ * loads against constants) at p, nothing after it skipped: the position
+ * after it, or 0. */
+static inline __attribute__((always_inline)) size_t lit_exact(const char *s, size_t p, size_t n,
+                                                              const char *lit, size_t len) {
   uint64_t a = 0, b = 0, c = 0, d = 0;
   if (len > 16 || n - p < len)
     return 0;
@@ -704,9 +705,14 @@ static inline __attribute__((always_inline)) size_t lit_at(const char *s, size_t
     memcpy(&c, s + p + 8, len - 8);
     memcpy(&d, lit + 8, len - 8);
   }
-  if (a != b || c != d)
-    return 0;
-  return ws_end(s, p + len, n);
+  return a == b && c == d ? p + len : 0;
+}
+
+/* lit_exact, then white space: the position after it, or 0. */
+static inline __attribute__((always_inline)) size_t lit_at(const char *s, size_t p, size_t n,
+                                                           const char *lit, size_t len) {
+  size_t q = lit_exact(s, p, n, lit, len);
+  return q ? ws_end(s, q, n) : 0;
 }
 
 /* Decimal digits at *p without a leading zero, at most max of them (max
@@ -725,14 +731,11 @@ static inline __attribute__((always_inline)) bool digits_at(const char *s, size_
   return true;
 }
 
-/* "0x" (or "0X" when upper) and 1 to max hex digits, quoted, at *p (max <=
- * 16): their value, or false. */
-static inline __attribute__((always_inline)) bool hex_at(const char *s, size_t *p, size_t n,
-                                                         size_t max, bool upper, uint64_t *out) {
+/* 1 to max hex digits at *p and the string's closing quote: their value,
+ * *p after the quote; or false. */
+static inline __attribute__((always_inline)) bool hex_digits_at(const char *s, size_t *p, size_t n,
+                                                                size_t max, uint64_t *out) {
   size_t q = *p;
-  if (n - q < 4 || s[q] != '"' || s[q + 1] != '0' || (s[q + 2] != 'x' && !(upper && s[q + 2] == 'X')))
-    return false;
-  q += 3;
   uint64_t v = 0;
   size_t h0 = q;
   int d;
@@ -747,6 +750,20 @@ static inline __attribute__((always_inline)) bool hex_at(const char *s, size_t *
   return true;
 }
 
+/* "0x" (or "0X" when upper) and 1 to max hex digits, quoted, at *p (max <=
+ * 16): their value, or false. */
+static inline __attribute__((always_inline)) bool hex_at(const char *s, size_t *p, size_t n,
+                                                         size_t max, bool upper, uint64_t *out) {
+  size_t q = *p;
+  if (n - q < 4 || s[q] != '"' || s[q + 1] != '0' || (s[q + 2] != 'x' && !(upper && s[q + 2] == 'X')))
+    return false;
+  q += 3;
+  if (!hex_digits_at(s, &q, n, max, out))
+    return false;
+  *p = q;
+  return true;
+}
+
 /* The usual frame, native {"module": N, "rva": "0xHEX"} or managed
  * {"module": N, "token": "0x06HEX", "il_offset": M} (white space anywhere
  * JSON allows it, N and M of 1 to 9 digits without a leading zero, 1 to 8
@@ -758,10 +775,27 @@ static inline __attribute__((always_inline)) bool hex_at(const char *s, size_t *
 static bool usual_frame(jwalk *w, rq_frame *out) {
   const char *s = w->s;
   size_t n = w->n, p = ws_end(s, w->pos, n);
+  uint64_t mod, v, il = 0;
+  /* first the native frame as common serializers spell it, compact
+   * ({"module":N,"rva":"0x.."}) or with a space after ':' and ','
+   * (Python's json.dumps): a few compares of whole literals */
+  size_t q = lit_exact(s, p, n, "{\"module\":", 10);
+  if (q) {
+    bool sp = q < n && s[q] == ' ';
+    q += sp;
+    if (digits_at(s, &q, n, 9, &mod) &&
+        (q = sp ? lit_exact(s, q, n, ", \"rva\": \"0x", 12) : lit_exact(s, q, n, ",\"rva\":\"0x", 10)) &&
+        hex_digits_at(s, &q, n, 8, &v) && q < n && s[q] == '}') {
+      *out = (rq_frame){.rva = v, .module = (uint32_t)mod, .kind = RQ_NATIVE,
+                        .flags = RQ_F_INDEX_OK | RQ_F_HAS_RVA, .adjust = -1};
+      w->pos = q + 1;
+      return true;
+    }
+  }
+  /* then token by token */
   if (p >= n || s[p] != '{')
     return false;
   p = ws_end(s, p + 1, n);
-  uint64_t mod, v, il = 0;
   if (!(p = lit_at(s, p, n, "\"module\"", 8)) || !(p = lit_at(s, p, n, ":", 1)) ||
       !digits_at(s, &p, n, 9, &mod))
     return false;
@@ -769,7 +803,6 @@ static bool usual_frame(jwalk *w, rq_frame *out) {
   if (!(p = lit_at(s, p, n, ",", 1)))
     return false;
   bool managed = false;
-  size_t q;
   if ((q = lit_at(s, p, n, "\"rva\"", 5))) {
     if (!(p = lit_at(s, q, n, ":", 1)) || !hex_at(s, &p, n, 8, false, &v))
       return false;

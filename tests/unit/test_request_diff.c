@@ -318,6 +318,14 @@ static const char *const bodies[] = {
     F("{\"module\":0,\"rva\":\"0x10\""),
     F("{\"module\":0,\"rva\":\"0x10\"},{\"module\":0,\"rva\":\"0x10\"}"
       ",{\"module\":2,\"rva\":\"0x10\"},{\"module\":0,\"rva\":\"0x10\",\"stack\":1}"),
+    /* its two spellings read as whole literals, and near misses of them */
+    F("{\"module\":0,\"rva\":\"0x10\"},{\"module\": 1, \"rva\": \"0xabcdef12\"},{\"module\": 0,\"rva\":\"0x10\"}"),
+    F("{\"module\":0, \"rva\": \"0x10\"},{\"module\": 0, \"rva\": \"0x10\" },{\"module\":  0, \"rva\": \"0x10\"}"),
+    F("{\"module\":0,\"rva\":\"0x123456789\"},{\"module\": 0, \"rva\": \"0x\"},{\"module\": 00, \"rva\": \"0x1\"}"),
+    F("{\"module\":0,\"rva\":\"0X10\"},{\"module\": 0, \"rva\": \"0x1\"}"),
+    F("{\"module\": 0, \"rva\": \"0x1"),
+    F("{\"module\":0,\"rva\":\"0x1\""),
+    F("{\"module\":0,\"rva\":\"0x1\"}"),
     /* the same for its managed frames */
     F("{\"module\": 1, \"token\": \"0x06000001\", \"il_offset\": 5}, { \"module\" :0 ,\"token\" : \"0x6ffffff\" , \"il_offset\" : 999999999 }"),
     F("{\"module\":0,\"token\":\"0x07000001\",\"il_offset\":0},{\"module\":0,\"token\":\"0X06000001\",\"il_offset\":0}"),
