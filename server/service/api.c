@@ -763,6 +763,22 @@ static void v5_offset(jsonw *w, const rq_request *q, const rq_v5_frame *e) {
  * line), every string of plain ASCII (jsonw_raw_str).  false with nothing
  * written for a string to sanitize or a writer without the room at hand:
  * v5_frame then writes it member by member, the same bytes. */
+/* A v5 symbol's file and line, raw (v5_frame's rules: a file whenever the
+ * symbol has one and a line, a line unless 0 or hidden); NULL for a file
+ * name with a byte to sanitize. */
+static char *v5_file_line(char *p, const st_symbol *s, size_t nfile) {
+  if (s->file && s->has_line) {
+    p = jsonw_raw_lit(p, ",\"file\":");
+    if (!(p = jsonw_raw_str(p, s->file, nfile)))
+      return NULL;
+  }
+  if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
+    p = jsonw_raw_lit(p, ",\"line\":");
+    p = jsonw_raw_uint(p, s->line);
+  }
+  return p;
+}
+
 static bool v5_frame_plain(jsonw *w, size_t index, const char *name, uint64_t off,
                            const st_answer *ans) {
   enum { MAXS = ST_MAX_INLINE_DEPTH + 1 };
@@ -798,15 +814,8 @@ static bool v5_frame_plain(jsonw *w, size_t index, const char *name, uint64_t of
     p = jsonw_raw_lit(p, ",\"function_offset\":");
     p = jsonw_raw_hex(p, outer->function_offset);
   }
-  if (outer->file && outer->has_line) {
-    p = jsonw_raw_lit(p, ",\"file\":");
-    if (!(p = jsonw_raw_str(p, outer->file, file[o])))
-      return false;
-  }
-  if (outer->has_line && outer->line && outer->line != ST_HIDDEN_LINE) {
-    p = jsonw_raw_lit(p, ",\"line\":");
-    p = jsonw_raw_uint(p, outer->line);
-  }
+  if (!(p = v5_file_line(p, outer, file[o])))
+    return false;
   if (ans->nsyms > 1) {
     p = jsonw_raw_lit(p, ",\"inlines\":[");
     for (int i = 0; i < o; i++) { /* innermost (deepest) first */
@@ -814,17 +823,8 @@ static bool v5_frame_plain(jsonw *w, size_t index, const char *name, uint64_t of
       if (i)
         *p++ = ',';
       p = jsonw_raw_lit(p, "{\"function\":");
-      if (!(p = jsonw_raw_str(p, s->function, fn[i])))
+      if (!(p = jsonw_raw_str(p, s->function, fn[i])) || !(p = v5_file_line(p, s, file[i])))
         return false;
-      if (s->file && s->has_line) {
-        p = jsonw_raw_lit(p, ",\"file\":");
-        if (!(p = jsonw_raw_str(p, s->file, file[i])))
-          return false;
-      }
-      if (s->has_line && s->line && s->line != ST_HIDDEN_LINE) {
-        p = jsonw_raw_lit(p, ",\"line\":");
-        p = jsonw_raw_uint(p, s->line);
-      }
       *p++ = '}';
     }
     *p++ = ']';
