@@ -318,6 +318,8 @@ static bool parse_module(rq_request *r, jw_type type, const module_fields *mf, s
   const char *f; /* the field at fault after "modules[i]" */
   const char *why = NULL;
   const kept_texts *t = mf->texts;
+  /* set before the goto below, which the answer's texts read them after */
+  const kept_value *df = &mf->f[MF_DEBUG_FILE], *di = &mf->f[MF_DEBUG_ID];
   mod_problem p;
   p.invalid = false;
   memset(out, 0, sizeof *out);
@@ -338,7 +340,6 @@ static bool parse_module(rq_request *r, jw_type type, const module_fields *mf, s
       module_invalid(&p, i, f, "format must be \"windows\" or \"portable\"", NULL);
   }
   /* (a string with a NUL byte cannot come: jansson's rules refuse \u0000) */
-  const kept_value *df = &mf->f[MF_DEBUG_FILE];
   f = ".debug_file";
   if (!df->given)
     module_invalid(&p, i, f, "debug_file is required", NULL);
@@ -346,7 +347,6 @@ static bool parse_module(rq_request *r, jw_type type, const module_fields *mf, s
     module_invalid(&p, i, f, "debug_file must be a string", NULL);
   else if (!module_parse_file_name(kept_str(t, df), out->id.debug_file, MODULE_NAME_MAX + 1, &why))
     module_invalid(&p, i, f, "invalid debug_file: ", rq_reason(why));
-  const kept_value *di = &mf->f[MF_DEBUG_ID];
   f = ".debug_id";
   if (!di->given)
     module_invalid(&p, i, f, "debug_id is required", NULL);
