@@ -92,6 +92,7 @@ typedef struct {
   api_route_id route;
   bool heavy_counted; /* counted in the metrics' in-flight gauge */
   bool answered;      /* a response was queued */
+  bool counted;       /* counted in the metrics' requests by route and code */
   bool too_large;
   bool close_after;   /* the answer closes the connection */
   bool out_of_memory; /* the body did not fit in the memory budget */
@@ -391,6 +392,10 @@ static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c,
   conns_set_phase(srv->ct, entry_of(c), CONN_WRITE);
   enum MHD_Result ret = MHD_queue_response(c, ar->status, resp);
   MHD_destroy_response(resp);
+  if (ret == MHD_YES && !r->counted) {
+    r->counted = true;
+    mt_request_count(r->route, ar->status);
+  }
   return ret;
 }
 
@@ -946,7 +951,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     mt_inflight_add(-1);
   }
   feed_stop(r); /* a trace's worker still waiting for the body */
-  mt_request_done(r->route, status, secs);
+  if (!r->counted)
+    mt_request_count(r->route, status);
+  mt_request_time(r->route, secs);
   log_line l;
   log_begin(&l, status >= 500 || !r->answered ? LOG_WARN : LOG_INFO, "request");
   log_str(&l, "request_id", r->request_id);

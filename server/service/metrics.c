@@ -27,12 +27,17 @@ static _Atomic uint64_t downloads[MOD_PENDING + 1];
 static _Atomic uint64_t dl_buckets[DL_BUCKETS + 1];
 static _Atomic uint64_t dl_micros;
 
-void mt_request_done(api_route_id r, unsigned http_status, double seconds) {
+void mt_request_count(api_route_id r, unsigned http_status) {
   if ((unsigned)r >= RT__COUNT)
     r = RT_OTHER;
   if (http_status >= MAX_CODE)
     http_status = 0;
   atomic_fetch_add(&requests[r][http_status], 1);
+}
+
+void mt_request_time(api_route_id r, double seconds) {
+  if ((unsigned)r >= RT__COUNT)
+    r = RT_OTHER;
   int b = 0;
   while (b < NBUCKETS && seconds > req_bounds[b])
     b++;

@@ -19,7 +19,11 @@
 #include "api.h"
 #include "engine.h"
 
-void mt_request_done(api_route_id r, unsigned http_status, double seconds);
+/* a request is counted by route and status when its answer is queued (so
+ * that a client which has its answer sees it counted), or, if it never had
+ * one, when it ends (status 0); its duration is recorded when it ends */
+void mt_request_count(api_route_id r, unsigned http_status);
+void mt_request_time(api_route_id r, double seconds);
 void mt_frames(frame_status s, uint64_t n);
 void mt_module(mod_status s);
 void mt_inflight_add(int delta);
