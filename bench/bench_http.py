@@ -66,6 +66,13 @@ ap.add_argument("--callgrind", type=int, default=0, metavar="N",
                      "and each row counts the instructions of N requests (all threads), which are repeatable "
                      "on a loaded machine; the dumps are kept in --keep")
 ap.add_argument("--match", default="", help="served rows whose label contains this text only")
+ap.add_argument("--health", type=float, default=0, metavar="SECONDS",
+                help="served rows: also ask GET /health on a new connection every SECONDS while the "
+                     "row runs, and print its latencies (what a request answered on the event loop "
+                     "costs the others there)")
+ap.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
+                help="a setting for the measured server, as its PDBSYM_NAME environment variable "
+                     "(e.g. --set inline_max_bytes=64K); may be repeated")
 ap.add_argument("--perf", metavar="DIR",
                 help="served rows: also record the server with perf (cpu-clock) into DIR/ROW.data "
                      "and print its top symbols")
@@ -188,9 +195,14 @@ def v5_body(n, mods, j=0):
 
 
 # ---- driving the server ------------------------------------------------------
-def cpu_s(pid):
+def cpu_us(pid):
+    """The process's (user, system) CPU seconds."""
     f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return int(f[11]) / os.sysconf("SC_CLK_TCK"), int(f[12]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid):
+    return sum(cpu_us(pid))
 
 
 def post(conn, path, data):
@@ -255,8 +267,23 @@ def served(srv, label, path, bodies, nframes):
         perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "--call-graph", "dwarf,16384", "-F", "500", "-p", str(srv.proc.pid),
                                  "-o", pdata], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-    c0, w0 = cpu_s(srv.proc.pid), time.time()
+    lat = []
+
+    def prober():
+        while not stop.is_set():
+            t = time.perf_counter()
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+            c.request("GET", "/health")
+            c.getresponse().read()
+            c.close()
+            lat.append(time.perf_counter() - t)
+            stop.wait(args.health)
+
+    u0 = cpu_us(srv.proc.pid)
+    c0, w0 = sum(u0), time.time()
     ts = [threading.Thread(target=client) for _ in range(args.connections)]
+    if args.health:
+        ts.append(threading.Thread(target=prober))
     for t in ts:
         t.start()
     while cpu_s(srv.proc.pid) - c0 < args.seconds and time.time() - w0 < args.seconds * 15:
@@ -264,7 +291,8 @@ def served(srv, label, path, bodies, nframes):
     stop.set()
     for t in ts:
         t.join()
-    cpu = cpu_s(srv.proc.pid) - c0
+    u1 = cpu_us(srv.proc.pid)
+    cpu = sum(u1) - c0
     n = count[0]
     if perf:
         perf.send_signal(2)
@@ -275,9 +303,15 @@ def served(srv, label, path, bodies, nframes):
             "    " + ln.strip() for ln in rep.splitlines() if ln.strip() and not ln.startswith("#"))))
     us = cpu / max(n * nframes, 1) * 1e6
     print("served %-28s %4d frames/request, %5d ok in the first answer, %5d requests, server CPU %.2f s: "
-          "%.2f us/frame, %.0f frames per CPU second, %d bytes/answer"
-          % (label, nframes, ok, n, cpu, us, 1e6 / us, len(first)), flush=True)
+          "%.2f us/frame (user %.2f, system %.2f), %.0f frames per CPU second, %d bytes/answer"
+          % (label, nframes, ok, n, cpu, us, (u1[0] - u0[0]) / max(n * nframes, 1) * 1e6,
+             (u1[1] - u0[1]) / max(n * nframes, 1) * 1e6, 1e6 / us, len(first)), flush=True)
     results.append(("served " + label, "%.2f us/frame (%.0f frames/CPU-s)" % (us, 1e6 / us), "", ""))
+    if lat:
+        lat.sort()
+        print("  /health during it: %d asked, median %.2f ms, 99th percentile %.2f ms, slowest %.2f ms"
+              % (len(lat), lat[len(lat) // 2] * 1e3, lat[min(len(lat) - 1, len(lat) * 99 // 100)] * 1e3,
+                 lat[-1] * 1e3), flush=True)
     return us
 
 
@@ -408,6 +442,9 @@ try:
            "PDBSYM_MAX_INFLIGHT": "1024", "PDBSYM_MEM_MAX_BYTES": "2G", "PDBSYM_LOG_LEVEL": "warn"}
     cache_dir = os.path.join(tmp, "cache")
     env["PDBSYM_CACHE_DIR"] = cache_dir
+    for kv in args.set:
+        k, _, v = kv.partition("=")
+        env["PDBSYM_" + k.upper()] = v
     if args.callgrind:  # every module into the cache by a server not under valgrind
         import pdbsym_server
         real = pdbsym_server.BIN

@@ -70,7 +70,7 @@ static const cf_setting settings[] = {
     Z(request_memory_keep, "16M", "bytes of freed request buffers of 128 KiB or more kept for the next requests instead of unmapped (at most a quarter of request_memory_max; they count in it and give way to requests); 0: none"),
     U(request_workers, "64", "threads that run /symbolicate, /symbolicate/v5, /modules and /traces requests"),
     U(http_threads, "2", "event-loop threads serving the connections (libmicrohttpd, epoll)"),
-    Z(inline_max_bytes, "16K", "a /symbolicate or /symbolicate/v5 body up to this size whose modules are all in the cache's memory is answered on the event loop, without a worker (no waiting: anything more goes to a worker); 0: never"),
+    Z(inline_max_bytes, "64K", "a /symbolicate body up to this size (a /symbolicate/v5 body up to a quarter of it) whose modules are all in the cache's memory is answered on the event loop, without a worker (no waiting: anything more goes to a worker); 0: never"),
     U(max_connections, "1024", "open connections at once; past it the oldest one without a complete request is closed"),
     U(max_connections_per_ip, "0", "open connections from one address (same rule); 0: only max_connections"),
     U(read_timeout, "10", "seconds from accept (or the previous answer) to a complete request, headers and body; absolute"),

@@ -2,11 +2,12 @@
 docs/concurrency.md): the same answers, byte for byte, as a worker gives.
 
 - A server with inline_max_bytes = 0 (every request on a worker) and one with
-  the default (16K), on copies of one warmed cache, get the same requests,
+  the default (64K), on copies of one warmed cache, get the same requests,
   each twice (the first loads the modules into memory): /symbolicate with
   every native fixture's frames, a request mixing a missing module, an
   invalid debug_id and a frame whose module index names no entry, a v5 body,
-  a body that does not parse, and a body over 16K.  Their status, headers
+  a body that does not parse, a body of 600 frames (over the old 16K), a v5
+  body over 16K (a quarter of the limit) and a body over 64K.  Their status, headers
   that matter and body bytes must be equal.
 - The frames of the first request are judged against llvm-symbolizer's
   answers (the fixtures' oracle files, native_oracle.answer_ok), so the
@@ -14,7 +15,7 @@ docs/concurrency.md): the same answers, byte for byte, as a worker gives.
 - The default server's request log says which requests the event loop
   answered ("answered_by":"event_loop"): the second of each small request
   whose modules are all found, and none of the others (a missing module, a
-  body over the limit go to a worker).
+  body over the limit, a v5 body over a quarter of it go to a worker).
 Real `pdbsym serve`, real HTTP."""
 import json
 import os
@@ -63,10 +64,15 @@ mm = [[module_of(col)["debug_file"], "%s%X" % (col["guid"].replace("-", "").uppe
 stack = [[i, rows(native_dir, col["expected"])[0][0]] for i, col in enumerate(fixtures)]
 reqs.append(("v5", "/symbolicate/v5", json.dumps({"memoryMap": mm, "stacks": [stack]}).encode()))
 reqs.append(("not JSON", "/symbolicate", b'{"modules": ['))
-big = {"modules": [module_of(first)],
-       "frames": [{"module": 0, "rva": "0x%x" % rows(native_dir, first["expected"])[0][0]}] * 600}
-big_body = json.dumps(big).encode()
-c.true("the big body is over 16K", len(big_body) > 16384, str(len(big_body)))
+rva0 = rows(native_dir, first["expected"])[0][0]
+mid_body = json.dumps({"modules": [module_of(first)], "frames": [{"module": 0, "rva": "0x%x" % rva0}] * 600}).encode()
+c.true("the 600-frame body is between 16K and 64K", 16384 < len(mid_body) <= 65536, str(len(mid_body)))
+reqs.append(("600 frames, under inline_max_bytes", "/symbolicate", mid_body))
+v5_big = json.dumps({"memoryMap": [mm[0]], "stacks": [[[0, rva0]] * 1700]}).encode()
+c.true("the big v5 body is over a quarter of 64K", len(v5_big) > 16384, str(len(v5_big)))
+reqs.append(("v5 over a quarter of inline_max_bytes", "/symbolicate/v5", v5_big))
+big_body = json.dumps({"modules": [module_of(first)], "frames": [{"module": 0, "rva": "0x%x" % rva0}] * 2500}).encode()
+c.true("the big body is over 64K", len(big_body) > 65536, str(len(big_body)))
 reqs.append(("over inline_max_bytes", "/symbolicate", big_body))
 
 
@@ -76,13 +82,18 @@ def run(config):
     srv = Server(env={"PDBSYM_CACHE_DIR": folder}, config=config)
     out = []
     try:
-        for label, path, body in reqs:
+        for n, (label, path, body) in enumerate(reqs):
             for k in range(2):
-                st, h, data = srv.request("POST", path, body, headers={"Content-Type": "application/json"},
+                st, h, data = srv.request("POST", path, body, headers={"Content-Type": "application/json",
+                                                                       "X-Request-Id": "r%d-%d" % (n, k)},
                                           timeout=60)
                 out.append((label, k, st, h.get("content-type"), data))
         srv.stop()
-        logs = [r for r in srv.logs() if r.get("msg") == "request"]
+        # each request's log line, in the order the requests were sent (a
+        # line is written when its connection is done with, which another
+        # connection's can overtake)
+        by_id = {r.get("request_id"): r for r in srv.logs() if r.get("msg") == "request"}
+        logs = [by_id.get("r%d-%d" % (n, k), {}) for n in range(len(reqs)) for k in range(2)]
     finally:
         srv.close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -97,7 +108,7 @@ try:
         c.eq("%s (#%d): Content-Type" % (label, k + 1), ct2, ct)
         c.true("%s (#%d): the same body bytes" % (label, k + 1), data2 == data,
                "worker %r\nevent loop %r" % (data[:300], data2[:300]))
-    c.eq("statuses", [w[2] for w in worker], [200, 200, 200, 200, 200, 200, 400, 400, 200, 200])
+    c.eq("statuses", [w[2] for w in worker], [200] * 6 + [400, 400] + [200] * 6)
 
     j = json.loads(loop[1][4])
     bad = 0
@@ -108,15 +119,16 @@ try:
                 print("  %s: %s" % (name, json.dumps(a)))
     c.eq("frames not as llvm-symbolizer answers (of %d)" % len(want), bad, 0)
 
-    by = [r.get("answered_by") for r in logs if r.get("path", "").startswith("/symbolicate")]
+    c.eq("a request log line for each request", [bool(r) for r in logs], [True] * len(logs))
+    by = [r.get("answered_by") for r in logs]
     # the first request loads its modules into memory (a worker); after
     # that a small request whose modules are all found is the loop's (v5
     # asks the modules the first request loaded), one with a missing module
     # or a body over the limit a worker's; a body that does not parse needs
-    # no module
+    # no module; a v5 body is the loop's up to a quarter of the limit
     L = "event_loop"
     c.eq("answered_by in the request log", by,
-         [None, L, None, None, L, L, L, L, None, None])
+         [None, L, None, None, L, L, L, L, L, L, None, None, None, None])
 finally:
     shutil.rmtree(cache, ignore_errors=True)
 c.done()
