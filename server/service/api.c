@@ -508,6 +508,68 @@ static frame_status answer_frame(jsonw *w, const api *a, const rq_request *q, co
   return st;
 }
 
+/* ---- frames asked again in one request ----------------------------------------------
+ * A batch of stacks asks the same addresses many times: the frames near the
+ * roots, a hot function.  A found frame's text after its first number (the
+ * entry's index of /symbolicate's "module":N, the frame's place of v5's
+ * "frame":N) is a function of the frame's fields and of the module entry,
+ * so a frame asked again is written by copying that text from earlier in
+ * the answer, behind its own number: the same bytes, without the lookup.
+ * The table is direct-mapped, on the stack, new for every request: a frame
+ * not in it costs a hash and a compare. */
+enum { REPEAT_SLOTS = 512 };
+static const char OK_HEAD[] = "{\"status\":\"ok\",\"module\":";
+static const char V5_HEAD[] = "{\"frame\":";
+
+typedef struct {
+  uint64_t rva, aux;
+  uint32_t same; /* the module entry that answers */
+  uint8_t kind, flags;
+  uint32_t len;  /* 0: empty */
+  size_t off;    /* where the text after the number starts in the answer */
+} repeat_slot;
+
+static inline repeat_slot *repeat_slot_of(repeat_slot *t, uint64_t rva, uint64_t aux, uint32_t same) {
+  uint64_t h = (rva ^ (aux << 20) ^ ((uint64_t)same << 40)) * 0x9E3779B97F4A7C15ull;
+  return &t[h >> 55]; /* 512 slots */
+}
+
+static inline bool repeat_match(const repeat_slot *e, uint64_t rva, uint64_t aux, uint32_t same,
+                                uint8_t kind, uint8_t flags) {
+  return e->len && e->rva == rva && e->aux == aux && e->same == same && e->kind == kind &&
+         e->flags == flags;
+}
+
+/* The frame written from start to the writer's end, beginning with head
+ * and a number: the text after the number remembered in e (the key
+ * already in it). */
+static void repeat_keep(repeat_slot *e, const jsonw *w, size_t start, const char *head, size_t nhead) {
+  const char *b = w->buf;
+  size_t q = start + nhead;
+  e->len = 0;
+  if (w->len - start < nhead + 2 || memcmp(b + start, head, nhead))
+    return;
+  while (q < w->len && b[q] >= '0' && b[q] <= '9')
+    q++;
+  if (q == start + nhead || q >= w->len || b[q] != ',' || w->len - q > UINT32_MAX)
+    return;
+  e->len = (uint32_t)(w->len - q);
+  e->off = q;
+}
+
+/* The frame as e remembers it, behind head and its own number; false, with
+ * nothing written, when the writer has no room for it at hand. */
+static bool repeat_put(jsonw *w, const repeat_slot *e, const char *head, size_t nhead, uint64_t num) {
+  char *p = jsonw_raw_begin(w, nhead + 21 + (size_t)e->len, 3);
+  if (!p)
+    return false;
+  memcpy(p, head, nhead);
+  p = jsonw_raw_uint(p + nhead, num);
+  memcpy(p, w->buf + e->off, e->len);
+  jsonw_raw_end(w, p + e->len);
+  return true;
+}
+
 /* A text of the request as given (any bytes), or null. */
 static void given_or_null(jsonw *w, const rq_request *q, uint32_t off) {
   const char *s = rq_text(q, off);
@@ -708,10 +770,30 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
   jsonw_arr(w);
   /* a failed write leaves the writer failed, every later one a no-op:
    * answer_finish says why */
+  repeat_slot seen[REPEAT_SLOTS];
+  memset(seen, 0, sizeof seen);
   for (size_t i = 0; i < nf && !jsonw_error(w); i++) {
     const rq_frame *fr = &q.frames[i];
     req_module *m = (fr->flags & RQ_F_BAD_INDEX) ? NULL : &mods[mods[fr->module].same];
-    counts[answer_frame(w, a, &q, fr, m)]++;
+    if (!m || (fr->flags & RQ_F_INVALID)) {
+      counts[answer_frame(w, a, &q, fr, m)]++;
+      continue;
+    }
+    uint32_t same = (uint32_t)mods[fr->module].same;
+    repeat_slot *e = repeat_slot_of(seen, fr->rva, fr->aux, same);
+    if (repeat_match(e, fr->rva, fr->aux, same, fr->kind, fr->flags) &&
+        repeat_put(w, e, OK_HEAD, sizeof OK_HEAD - 1, fr->module)) {
+      counts[FS_OK]++;
+      continue;
+    }
+    size_t start = w->len + ((w->more & 1) ? 1 : 0);
+    frame_status st = answer_frame(w, a, &q, fr, m);
+    counts[st]++;
+    if (st == FS_OK && !jsonw_error(w)) {
+      *e = (repeat_slot){.rva = fr->rva, .aux = fr->aux, .same = same, .kind = fr->kind,
+                         .flags = fr->flags};
+      repeat_keep(e, w, start, OK_HEAD, sizeof OK_HEAD - 1);
+    }
   }
   jsonw_arr_end(w);
   jsonw_key(w, "modules");
@@ -1032,6 +1114,8 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
     goto done;
   }
   uint64_t counts[FS__COUNT] = {0};
+  repeat_slot seen[REPEAT_SLOTS];
+  memset(seen, 0, sizeof seen);
   jsonw *w = &an.w;
   jsonw_obj(w);
   jsonw_key(w, "results");
@@ -1044,8 +1128,27 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
     for (uint32_t si = 0; si < j->nstacks && !jsonw_error(w); si++) {
       const rq_stack *sk = &q.stacks[j->stack_first + si];
       jsonw_arr(w);
-      for (uint32_t k = 0; k < sk->count; k++)
-        counts[v5_frame(w, &q, k, &q.v5_frames[sk->first + k], j, mods)]++;
+      for (uint32_t k = 0; k < sk->count; k++) {
+        /* a frame asked again (above symbolicate's loop): an address found
+         * in a module entry of this job, keyed by the entry */
+        const rq_v5_frame *fe = &q.v5_frames[sk->first + k];
+        bool keyed = fe->off_kind == RQ_OFF_OK && fe->module_index >= 0 &&
+                     (uint64_t)fe->module_index < j->nmods;
+        uint32_t entry = keyed ? (uint32_t)(j->mod_first + (size_t)fe->module_index) : 0;
+        repeat_slot *e = keyed ? repeat_slot_of(seen, fe->offset, 0, entry) : NULL;
+        if (e && repeat_match(e, fe->offset, 0, entry, 0, 0) &&
+            repeat_put(w, e, V5_HEAD, sizeof V5_HEAD - 1, k)) {
+          counts[FS_OK]++;
+          continue;
+        }
+        size_t start = w->len + ((w->more & 1) ? 1 : 0);
+        frame_status st = v5_frame(w, &q, k, fe, j, mods);
+        counts[st]++;
+        if (e && st == FS_OK && !jsonw_error(w)) {
+          *e = (repeat_slot){.rva = fe->offset, .same = entry};
+          repeat_keep(e, w, start, V5_HEAD, sizeof V5_HEAD - 1);
+        }
+      }
       jsonw_arr_end(w);
     }
     jsonw_arr_end(w);

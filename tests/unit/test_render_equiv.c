@@ -16,7 +16,7 @@
  *      fixtures (native, managed with their DLLs, a damaged PDB, a missing
  *      module), and thousands of requests to POST /symbolicate (image
  *      addresses, instruction_addr frames, return addresses, stacks, modules
- *      that fail alone), POST /symbolicate/v5 (duplicated, unused, invalid
+ *      that fail alone, frames asked again), POST /symbolicate/v5 (duplicated, unused, invalid
  *      and out-of-range memoryMap entries, negative and too wide offsets),
  *      bodies that break the contract in each way request.c checks, GET
  *      /modules/..., /health and /ready, each answered by api_handle and by
@@ -762,8 +762,8 @@ static void symbolicate_requests(void) {
   for (size_t i = 0; i < nmods; i++) {
     json_t *b = json_object(), *ms = json_array(), *fs = json_array();
     json_array_append_new(ms, module_entry(&mods[i]));
-    for (uint64_t k = 0; k < 1000; k++)
-      json_array_append_new(fs, frame_of(0, &mods[i], k));
+    for (uint64_t k = 0; k < 1000; k++) /* the last 300 ask earlier ones again */
+      json_array_append_new(fs, frame_of(0, &mods[i], k < 700 ? k : (k * 7) % 700));
     json_object_set_new(b, "modules", ms);
     json_object_set_new(b, "frames", fs);
     both_json(mods[i].name, RT_SYMBOLICATE, b);
@@ -836,6 +836,22 @@ static void symbolicate_requests(void) {
               json_object_set_new(f, "il_offset", hex(0x1ffffffffu)); break; /* il out of range */
       default: break;
       }
+      if (k > 0 && rnd() % 4 == 0) {
+        /* a frame asked again (api.c copies its answer): as it was, or
+         * through another entry naming the same module */
+        json_decref(f);
+        f = json_deep_copy(json_array_get(fs, (size_t)(rnd() % k)));
+        json_t *mv = json_object_get(f, "module");
+        if (mv && json_is_integer(mv) && json_integer_value(mv) >= 0 &&
+            (size_t)json_integer_value(mv) < nm && rnd() % 2) {
+          const tmod *was = listed[json_integer_value(mv)];
+          for (size_t x = 0; x < nm; x++)
+            if (listed[x] == was && rnd() % 2) {
+              json_object_set_new(f, "module", json_integer((json_int_t)x));
+              break;
+            }
+        }
+      }
       json_array_append_new(fs, f);
     }
     json_object_set_new(b, "modules", ms);
@@ -890,6 +906,19 @@ static void v5_requests(void) {
                                    : how == 2 ? json_string("0X00ABC")
                                    : rnd() % 2 ? json_integer((json_int_t)off)
                                                : hex(off));
+          if (k > 0 && rnd() % 4 == 0) {
+            /* a frame asked again (api.c copies its answer), from this
+             * stack or an earlier one of the job */
+            json_decref(e);
+            size_t ns = json_array_size(stacks);
+            json_t *from = ns && rnd() % 2 ? json_array_get(stacks, (size_t)(rnd() % ns)) : st;
+            size_t nf = json_array_size(from);
+            e = nf ? json_deep_copy(json_array_get(from, (size_t)(rnd() % nf))) : json_array();
+            if (!nf) {
+              json_array_append_new(e, json_integer(0));
+              json_array_append_new(e, json_integer(0x1000));
+            }
+          }
           json_array_append_new(st, e);
         }
         json_array_append_new(stacks, st);
