@@ -525,36 +525,50 @@ typedef struct {
   uint64_t rva, aux;
   uint32_t same; /* the module entry that answers */
   uint8_t kind, flags;
-  uint32_t len;  /* 0: empty */
+  uint32_t len;  /* of the text */
   size_t off;    /* where the text after the number starts in the answer */
 } repeat_slot;
 
-static inline repeat_slot *repeat_slot_of(repeat_slot *t, uint64_t rva, uint64_t aux, uint32_t same) {
+/* Only the bitmap of slots in use is cleared for a request (64 bytes): a
+ * slot is read only once written. */
+typedef struct {
+  uint64_t used[REPEAT_SLOTS / 64];
+  repeat_slot slot[REPEAT_SLOTS];
+} repeat_table;
+
+static inline void repeat_init(repeat_table *t) { memset(t->used, 0, sizeof t->used); }
+
+/* The slot of a key, and whether it holds that key. */
+static inline repeat_slot *repeat_find(repeat_table *t, uint64_t rva, uint64_t aux, uint32_t same,
+                                       uint8_t kind, uint8_t flags, bool *hit) {
   uint64_t h = (rva ^ (aux << 20) ^ ((uint64_t)same << 40)) * 0x9E3779B97F4A7C15ull;
-  return &t[h >> 55]; /* 512 slots */
+  unsigned i = (unsigned)(h >> 55); /* 512 slots */
+  repeat_slot *e = &t->slot[i];
+  *hit = (t->used[i / 64] >> (i % 64) & 1) && e->rva == rva && e->aux == aux && e->same == same &&
+         e->kind == kind && e->flags == flags;
+  return e;
 }
 
-static inline bool repeat_match(const repeat_slot *e, uint64_t rva, uint64_t aux, uint32_t same,
-                                uint8_t kind, uint8_t flags) {
-  return e->len && e->rva == rva && e->aux == aux && e->same == same && e->kind == kind &&
-         e->flags == flags;
-}
-
-/* The frame written from start to the writer's end, beginning with head
- * and a number: the text after the number remembered in e (the key
- * already in it). */
-static void repeat_keep(repeat_slot *e, const jsonw *w, size_t start, const char *head, size_t nhead) {
+/* The frame written from start to the writer's end, which begins with
+ * head and the number num when it is a found frame: the text after the
+ * number remembered in e under its key (or e left unused when the text is
+ * not that). */
+static inline __attribute__((always_inline)) void repeat_keep(repeat_table *t, repeat_slot *e,
+                                                              const repeat_slot *key, const jsonw *w,
+                                                              size_t start, const char *head,
+                                                              size_t nhead, uint64_t num) {
   const char *b = w->buf;
-  size_t q = start + nhead;
-  e->len = 0;
-  if (w->len - start < nhead + 2 || memcmp(b + start, head, nhead))
+  size_t i = (size_t)(e - t->slot), nd = 1;
+  for (uint64_t v = num; v >= 10; v /= 10)
+    nd++;
+  size_t q = start + nhead + nd; /* the ',' after the number */
+  t->used[i / 64] &= ~(1ull << (i % 64));
+  if (w->len <= q || memcmp(b + start, head, nhead) || b[q] != ',' || w->len - q > UINT32_MAX)
     return;
-  while (q < w->len && b[q] >= '0' && b[q] <= '9')
-    q++;
-  if (q == start + nhead || q >= w->len || b[q] != ',' || w->len - q > UINT32_MAX)
-    return;
+  *e = *key;
   e->len = (uint32_t)(w->len - q);
   e->off = q;
+  t->used[i / 64] |= 1ull << (i % 64);
 }
 
 /* The frame as e remembers it, behind head and its own number; false, with
@@ -770,8 +784,8 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
   jsonw_arr(w);
   /* a failed write leaves the writer failed, every later one a no-op:
    * answer_finish says why */
-  repeat_slot seen[REPEAT_SLOTS];
-  memset(seen, 0, sizeof seen);
+  repeat_table seen;
+  repeat_init(&seen);
   for (size_t i = 0; i < nf && !jsonw_error(w); i++) {
     const rq_frame *fr = &q.frames[i];
     req_module *m = (fr->flags & RQ_F_BAD_INDEX) ? NULL : &mods[mods[fr->module].same];
@@ -780,9 +794,9 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
       continue;
     }
     uint32_t same = (uint32_t)mods[fr->module].same;
-    repeat_slot *e = repeat_slot_of(seen, fr->rva, fr->aux, same);
-    if (repeat_match(e, fr->rva, fr->aux, same, fr->kind, fr->flags) &&
-        repeat_put(w, e, OK_HEAD, sizeof OK_HEAD - 1, fr->module)) {
+    bool hit;
+    repeat_slot *e = repeat_find(&seen, fr->rva, fr->aux, same, fr->kind, fr->flags, &hit);
+    if (hit && repeat_put(w, e, OK_HEAD, sizeof OK_HEAD - 1, fr->module)) {
       counts[FS_OK]++;
       continue;
     }
@@ -790,9 +804,8 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
     frame_status st = answer_frame(w, a, &q, fr, m);
     counts[st]++;
     if (st == FS_OK && !jsonw_error(w)) {
-      *e = (repeat_slot){.rva = fr->rva, .aux = fr->aux, .same = same, .kind = fr->kind,
-                         .flags = fr->flags};
-      repeat_keep(e, w, start, OK_HEAD, sizeof OK_HEAD - 1);
+      repeat_slot key = {.rva = fr->rva, .aux = fr->aux, .same = same, .kind = fr->kind, .flags = fr->flags};
+      repeat_keep(&seen, e, &key, w, start, OK_HEAD, sizeof OK_HEAD - 1, fr->module);
     }
   }
   jsonw_arr_end(w);
@@ -1114,8 +1127,8 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
     goto done;
   }
   uint64_t counts[FS__COUNT] = {0};
-  repeat_slot seen[REPEAT_SLOTS];
-  memset(seen, 0, sizeof seen);
+  repeat_table seen;
+  repeat_init(&seen);
   jsonw *w = &an.w;
   jsonw_obj(w);
   jsonw_key(w, "results");
@@ -1135,9 +1148,9 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
         bool keyed = fe->off_kind == RQ_OFF_OK && fe->module_index >= 0 &&
                      (uint64_t)fe->module_index < j->nmods;
         uint32_t entry = keyed ? (uint32_t)(j->mod_first + (size_t)fe->module_index) : 0;
-        repeat_slot *e = keyed ? repeat_slot_of(seen, fe->offset, 0, entry) : NULL;
-        if (e && repeat_match(e, fe->offset, 0, entry, 0, 0) &&
-            repeat_put(w, e, V5_HEAD, sizeof V5_HEAD - 1, k)) {
+        bool hit = false;
+        repeat_slot *e = keyed ? repeat_find(&seen, fe->offset, 0, entry, 0, 0, &hit) : NULL;
+        if (hit && repeat_put(w, e, V5_HEAD, sizeof V5_HEAD - 1, k)) {
           counts[FS_OK]++;
           continue;
         }
@@ -1145,8 +1158,8 @@ static void symbolicate_v5(api *a, const char *body, size_t len, rm_buf *owned, 
         frame_status st = v5_frame(w, &q, k, fe, j, mods);
         counts[st]++;
         if (e && st == FS_OK && !jsonw_error(w)) {
-          *e = (repeat_slot){.rva = fe->offset, .same = entry};
-          repeat_keep(e, w, start, V5_HEAD, sizeof V5_HEAD - 1);
+          repeat_slot key = {.rva = fe->offset, .same = entry};
+          repeat_keep(&seen, e, &key, w, start, V5_HEAD, sizeof V5_HEAD - 1, k);
         }
       }
       jsonw_arr_end(w);
