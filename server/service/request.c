@@ -128,6 +128,7 @@ static num_result scalar_number(const jw_val *v, uint64_t max, uint64_t *out) {
 typedef struct {
   bool given;
   jw_type type;
+  jw_type vtype; /* the type as given (type is JW_NULL when the copy failed) */
   num_result nr; /* scalar_number(v, UINT64_MAX) */
   uint64_t v;    /* NUM_OK: the number */
   size_t str;    /* JW_STRING: its offset in the texts */
@@ -144,7 +145,7 @@ typedef struct {
 
 static void keep(kept_texts *t, kept_value *k, const jw_val *v) {
   k->given = true;
-  k->type = v->type;
+  k->type = k->vtype = v->type;
   k->nr = scalar_number(v, UINT64_MAX, &k->v);
   if (v->type != JW_STRING)
     return;
@@ -830,6 +831,12 @@ static bool usual_frame(jwalk *w, rq_frame *out) {
   return true;
 }
 
+/* An element refused for the budget alone (the reading would have kept
+ * it): read as the piece it would have been, nothing kept, so that an
+ * error in it is worded as it is when there is memory for it (a skip words
+ * it value by value).  false when the walk failed (or ran out of memory). */
+static bool refused_piece(jwalk *w) { return jw_piece(w, NULL, NULL) != JW_NONE; }
+
 /* Walks the "frames" array at the cursor, checking each frame (up to the
  * first bad one or max_frames) and counting them all. */
 static void sym_frames(sym_walk *s, jwalk *w) {
@@ -840,7 +847,21 @@ static void sym_frames(sym_walk *s, jwalk *w) {
   while ((k = jw_array_next(w)) == 1) {
     bool store = !s->frame_err && !s->budget && i < s->lim->max_frames;
     if (!store) {
-      jw_skip(w);
+      if (!(s->budget && !s->frame_err && i < s->lim->max_frames)) {
+        jw_skip(w);
+      } else {
+        /* refused for the budget alone: read and checked as it would have
+         * been (nothing kept), so that what is wrong in it or after it is
+         * said as it is when there is memory for it */
+        frame_fields ff;
+        memset(&ff, 0, sizeof ff);
+        jw_type t = jw_piece(w, frame_member, &ff);
+        if (t == JW_NONE)
+          break;
+        rq_frame unkept;
+        if (!parse_frame(t, &ff, i, &unkept, &s->ferr))
+          s->frame_err = true;
+      }
     } else if (!w->failed && w->depth + 1 <= JW_MAX_DEPTH &&
                room(&s->r->frames_b, i + 1, sizeof(rq_frame)) &&
                usual_frame(w, &((rq_frame *)(void *)s->r->frames_b.p)[i])) {
@@ -854,6 +875,9 @@ static void sym_frames(sym_walk *s, jwalk *w) {
         break;
       if (!room(&s->r->frames_b, i + 1, sizeof(rq_frame))) {
         s->budget = true;
+        rq_frame unkept; /* checked all the same */
+        if (!parse_frame(t, &ff, i, &unkept, &s->ferr))
+          s->frame_err = true;
       } else {
         s->r->frames = (rq_frame *)(void *)s->r->frames_b.p;
         if (parse_frame(t, &ff, i, &s->r->frames[i], &s->ferr))
@@ -875,7 +899,10 @@ static void sym_modules(sym_walk *s, jwalk *w) {
   while ((k = jw_array_next(w)) == 1) {
     bool store = !s->budget && i < s->lim->max_modules;
     if (!store) {
-      jw_skip(w);
+      if (!(s->budget && i < s->lim->max_modules))
+        jw_skip(w);
+      else if (!refused_piece(w))
+        break;
     } else {
       module_fields mf;
       memset(&mf, 0, sizeof mf);
@@ -1099,7 +1126,7 @@ typedef struct {
   kept_texts texts;   /* of the memoryMap entry being read */
   /* kept so far by the jobs of "jobs" [0] and by the bare form [1], each
    * at most the limits (past them the request fails anyway) */
-  size_t mods_kept[2], frames_kept[2];
+  size_t mods_kept[2], frames_kept[2]; /* mods: or refused for the budget alone */
 } v5_walk;
 
 /* One memoryMap entry.  Its shape fails the request (false, in j->merr); a
@@ -1121,12 +1148,22 @@ static void map_member(void *ctx, const char *key, size_t klen, size_t index, co
     keep(mf->texts, &mf->e[index], v);
 }
 
+/* Whether a memoryMap entry has its shape, [string, string]; false with
+ * the error when not. */
+static bool v5_map_shape(v5_job_walk *j, jw_type type, const map_fields *mf, size_t i) {
+  if (type == JW_ARRAY && mf->count == 2 && mf->e[0].vtype == JW_STRING && mf->e[1].vtype == JW_STRING)
+    return true;
+  char f[96];
+  snprintf(f, sizeof f, "%smemoryMap[%zu]", j->prefix, i);
+  return fail(&j->merr, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
+}
+
 static bool v5_map_entry(v5_walk *s, v5_job_walk *j, jw_type type, const map_fields *mf, size_t i) {
   char f[96];
   snprintf(f, sizeof f, "%smemoryMap[%zu]", j->prefix, i);
   const kept_value *kn = &mf->e[0], *ki = &mf->e[1];
-  if (type != JW_ARRAY || mf->count != 2 || kn->type != JW_STRING || ki->type != JW_STRING)
-    return fail(&j->merr, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
+  if (!v5_map_shape(j, type, mf, i))
+    return false;
   const char *name = kept_str(mf->texts, kn), *id = kept_str(mf->texts, ki);
   rq_module m;
   memset(&m, 0, sizeof m);
@@ -1173,9 +1210,10 @@ static void v5_map(v5_walk *s, v5_job_walk *j, jwalk *w) {
   size_t i = 0;
   while (jw_array_next(w) == 1) {
     /* entries past max_modules are not kept: "too many modules" wins */
-    bool store = !j->map_err && !s->budget && !(s->settled && !j->bare) &&
-                 s->mods_kept[j->bare] < s->lim->max_modules;
-    if (!store) {
+    bool would = !j->map_err && !(s->settled && !j->bare) && s->mods_kept[j->bare] < s->lim->max_modules;
+    bool store = would && !s->budget;
+    size_t kept = s->mods_kept[j->bare];
+    if (!would) {
       jw_skip(w);
     } else {
       map_fields mf;
@@ -1185,10 +1223,19 @@ static void v5_map(v5_walk *s, v5_job_walk *j, jwalk *w) {
       jw_type t = jw_piece(w, map_member, &mf);
       if (t == JW_NONE)
         break;
-      if (texts_failed(&s->texts))
+      if (!store || texts_failed(&s->texts)) {
+        /* refused for the budget: checked all the same, not kept, so that
+         * what is wrong in it or after it is said as it is with memory */
         s->budget = true;
-      else if (!v5_map_entry(s, j, t, &mf, i))
+        if (!v5_map_shape(j, t, &mf, i))
+          j->map_err = true;
+      } else if (!v5_map_entry(s, j, t, &mf, i)) {
         j->map_err = true;
+      }
+      /* an entry the budget alone refused counts as kept, so that the
+       * entries read after it are the ones read with memory */
+      if (!j->map_err && s->mods_kept[j->bare] == kept)
+        s->mods_kept[j->bare]++;
     }
     i++;
   }
@@ -1296,8 +1343,12 @@ static void v5_stacks(v5_walk *s, v5_job_walk *j, jwalk *w) {
        * before "too many addresses"), kept only up to it */
       bool check = keep && !j->stack_err && !s->budget;
       bool store = check && s->frames_kept[j->bare] < s->lim->v5_max_frames;
+      /* refused for the budget alone: read and checked as it would have
+       * been, not kept, so that what is wrong in it or after it is said as
+       * it is when there is memory for it */
+      bool refused = !check && !j->stack_err && !(s->settled && !j->bare) && s->budget;
       rq_v5_frame fr;
-      if (!check) {
+      if (!check && !refused) {
         jw_skip(w);
       } else if (!w->failed && w->depth + 1 <= JW_MAX_DEPTH &&
                  usual_v5_frame(w, &fr.module_index, &fr.offset)) {

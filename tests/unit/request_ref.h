@@ -859,6 +859,14 @@ typedef struct {
   bool timeout_bad, adjust_bad;
 } sym_walk;
 
+/* An element refused for the budget alone: read as the piece it would have
+ * been (request.c's refused_piece), nothing kept. */
+static inline bool ref_refused_piece(ref_jwalk *w) {
+  json_t *v = ref_jw_value(w);
+  json_decref(v);
+  return v != NULL;
+}
+
 /* Walks the "frames" array at the cursor, checking each frame (up to the
  * first bad one or max_frames) and counting them all. */
 static inline void ref_sym_frames(sym_walk *s, ref_jwalk *w) {
@@ -869,13 +877,26 @@ static inline void ref_sym_frames(sym_walk *s, ref_jwalk *w) {
   while ((k = ref_jw_array_next(w)) == 1) {
     bool store = !s->frame_err && !s->budget && i < s->lim->max_frames;
     if (!store) {
-      ref_jw_skip(w);
+      if (!(s->budget && !s->frame_err && i < s->lim->max_frames)) {
+        ref_jw_skip(w);
+      } else { /* refused for the budget alone: read and checked, not kept */
+        json_t *v = ref_jw_value(w);
+        if (!v)
+          break;
+        rq_frame unkept;
+        if (!ref_parse_frame(v, i, &unkept, &s->ferr))
+          s->frame_err = true;
+        json_decref(v);
+      }
     } else {
       json_t *v = ref_jw_value(w);
       if (!v)
         break;
       if (!ref_room(&s->r->frames_b, i + 1, sizeof(rq_frame))) {
         s->budget = true;
+        rq_frame unkept; /* checked all the same */
+        if (!ref_parse_frame(v, i, &unkept, &s->ferr))
+          s->frame_err = true;
       } else {
         s->r->frames = (rq_frame *)(void *)s->r->frames_b.p;
         if (ref_parse_frame(v, i, &s->r->frames[i], &s->ferr))
@@ -898,7 +919,10 @@ static inline void ref_sym_modules(sym_walk *s, ref_jwalk *w) {
   while ((k = ref_jw_array_next(w)) == 1) {
     bool store = !s->budget && i < s->lim->max_modules;
     if (!store) {
-      ref_jw_skip(w);
+      if (!(s->budget && i < s->lim->max_modules))
+        ref_jw_skip(w);
+      else if (!ref_refused_piece(w))
+        break;
     } else {
       json_t *v = ref_jw_value(w);
       if (!v)
@@ -1136,16 +1160,27 @@ static inline void ref_v5_map(v5_walk *s, v5_job_walk *j, ref_jwalk *w) {
   size_t i = 0;
   while (ref_jw_array_next(w) == 1) {
     /* entries past max_modules are not kept: "too many modules" wins */
-    bool store = !j->map_err && !s->budget && !(s->settled && !j->bare) &&
-                 s->mods_kept[j->bare] < s->lim->max_modules;
-    if (!store) {
+    bool would = !j->map_err && !(s->settled && !j->bare) && s->mods_kept[j->bare] < s->lim->max_modules;
+    bool store = would && !s->budget;
+    size_t kept = s->mods_kept[j->bare];
+    if (!would) {
       ref_jw_skip(w);
     } else {
       json_t *e = ref_jw_value(w);
       if (!e)
         break;
-      if (!ref_v5_map_entry(s, j, e, i))
+      if (!store) { /* refused for the budget: its shape checked, not kept */
+        const json_t *name = json_array_get(e, 0), *id = json_array_get(e, 1);
+        if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(name) || !json_is_string(id)) {
+          char f[96];
+          snprintf(f, sizeof f, "%smemoryMap[%zu]", j->prefix, i);
+          j->map_err = !ref_fail(&j->merr, f, "a memoryMap entry must be [debug_file, breakpad_id]", NULL);
+        }
+      } else if (!ref_v5_map_entry(s, j, e, i)) {
         j->map_err = true;
+      }
+      if (!j->map_err && s->mods_kept[j->bare] == kept) /* refused for the budget: counted */
+        s->mods_kept[j->bare]++;
       json_decref(e);
     }
     i++;
@@ -1208,7 +1243,9 @@ static inline void ref_v5_stacks(v5_walk *s, v5_job_walk *j, ref_jwalk *w) {
        * before "too many addresses"), kept only up to it */
       bool check = keep && !j->stack_err && !s->budget;
       bool store = check && s->frames_kept[j->bare] < s->lim->v5_max_frames;
-      if (!check) {
+      /* refused for the budget alone: read and checked, not kept */
+      bool refused = !check && !j->stack_err && !(s->settled && !j->bare) && s->budget;
+      if (!check && !refused) {
         ref_jw_skip(w);
       } else {
         json_t *e = ref_jw_value(w);
