@@ -845,46 +845,33 @@ static void sym_frames(sym_walk *s, jwalk *w) {
   size_t i = 0;
   int k;
   while ((k = jw_array_next(w)) == 1) {
-    bool store = !s->frame_err && !s->budget && i < s->lim->max_frames;
-    if (!store) {
-      if (!(s->budget && !s->frame_err && i < s->lim->max_frames)) {
-        jw_skip(w);
-      } else {
-        /* refused for the budget alone: read and checked as it would have
-         * been (nothing kept), so that what is wrong in it or after it is
-         * said as it is when there is memory for it */
-        frame_fields ff;
-        memset(&ff, 0, sizeof ff);
-        jw_type t = jw_piece(w, frame_member, &ff);
-        if (t == JW_NONE)
-          break;
-        rq_frame unkept;
-        if (!parse_frame(t, &ff, i, &unkept, &s->ferr))
-          s->frame_err = true;
-      }
-    } else if (!w->failed && w->depth + 1 <= JW_MAX_DEPTH &&
+    bool would = !s->frame_err && i < s->lim->max_frames; /* read and checked */
+    if (!would) {
+      jw_skip(w);
+    } else if (!s->budget && !w->failed && w->depth + 1 <= JW_MAX_DEPTH &&
                room(&s->r->frames_b, i + 1, sizeof(rq_frame)) &&
                usual_frame(w, &((rq_frame *)(void *)s->r->frames_b.p)[i])) {
       s->r->frames = (rq_frame *)(void *)s->r->frames_b.p;
       s->r->nframes = i + 1;
     } else {
+      /* a frame the budget refuses is read and checked all the same (not
+       * kept), so that what is wrong in it or after it is said as it is
+       * when there is memory for it */
       frame_fields ff;
       memset(&ff, 0, sizeof ff);
       jw_type t = jw_piece(w, frame_member, &ff);
       if (t == JW_NONE)
         break;
-      if (!room(&s->r->frames_b, i + 1, sizeof(rq_frame))) {
-        s->budget = true;
-        rq_frame unkept; /* checked all the same */
-        if (!parse_frame(t, &ff, i, &unkept, &s->ferr))
-          s->frame_err = true;
-      } else {
+      bool kept = !s->budget && room(&s->r->frames_b, i + 1, sizeof(rq_frame));
+      rq_frame unkept;
+      if (kept)
         s->r->frames = (rq_frame *)(void *)s->r->frames_b.p;
-        if (parse_frame(t, &ff, i, &s->r->frames[i], &s->ferr))
-          s->r->nframes = i + 1;
-        else
-          s->frame_err = true;
-      }
+      else
+        s->budget = true;
+      if (!parse_frame(t, &ff, i, kept ? &s->r->frames[i] : &unkept, &s->ferr))
+        s->frame_err = true;
+      else if (kept)
+        s->r->nframes = i + 1;
     }
     i++;
   }

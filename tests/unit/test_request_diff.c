@@ -703,17 +703,18 @@ TEST(budget_texts) {
   CHECK_EQ_U(mismatches, before);
 }
 
-/* ---- the integration tests' bodies ------------------------------------------------------- */
+/* ---- bodies from files --------------------------------------------------------------------- */
 
-TEST(integration_bodies) {
-  unsigned before = mismatches, before_ok = accepted;
+/* Calls fn on the bytes of every file in the source tree's folder sub: the
+ * number of files, or -1 when the folder is not there. */
+static int each_body(const char *sub, void (*fn)(const char *name, const char *p, size_t n)) {
   const char *src = getenv("PDBSYM_SOURCE_DIR");
   char dir[1024];
-  snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/request_diff", src ? src : ".");
+  snprintf(dir, sizeof dir, "%s/%s", src ? src : ".", sub);
   DIR *d = opendir(dir);
   if (!d)
-    SKIP("no tests/fuzz/corpus/request_diff (PDBSYM_SOURCE_DIR)");
-  unsigned files = 0;
+    return -1;
+  int files = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.')
@@ -730,16 +731,31 @@ TEST(integration_bodies) {
       put(&b, chunk, got);
     fclose(f);
     files++;
-    check(b.p ? b.p : "", b.n);
-    /* truncations: every one of a small body, 64 of a larger */
-    size_t step = b.n <= 1024 ? 1 : b.n / 64;
-    for (size_t k = 0; k < b.n; k += step)
-      check(b.p, k);
-    check_mutations(b.p ? b.p : "", b.n, b.n <= 4096 ? 100 : 15);
+    fn(e->d_name, b.p ? b.p : "", b.n);
     free(b.p);
   }
   closedir(d);
-  printf("  %u bodies, %u readings accepted\n", files, accepted - before_ok);
+  return files;
+}
+
+/* ---- the integration tests' bodies ------------------------------------------------------- */
+
+static void integration_body(const char *name, const char *p, size_t n) {
+  (void)name;
+  check(p, n);
+  /* truncations: every one of a small body, 64 of a larger */
+  size_t step = n <= 1024 ? 1 : n / 64;
+  for (size_t k = 0; k < n; k += step)
+    check(p, k);
+  check_mutations(p, n, n <= 4096 ? 100 : 15);
+}
+
+TEST(integration_bodies) {
+  unsigned before = mismatches, before_ok = accepted;
+  int files = each_body("tests/fuzz/corpus/request_diff", integration_body);
+  if (files < 0)
+    SKIP("no tests/fuzz/corpus/request_diff (PDBSYM_SOURCE_DIR)");
+  printf("  %d bodies, %u readings accepted\n", files, accepted - before_ok);
   CHECK(files > 50);
   CHECK_EQ_U(mismatches, before);
 }
@@ -756,40 +772,20 @@ TEST(integration_bodies) {
  * the parts after it were read.  The bodies in tests/fuzz/regress/
  * request_diff are what fuzz_request_diff found of that; each must be read
  * alike, under 16 KiB and with no limit. */
+static void refused_parts_body(const char *name, const char *p, size_t n) {
+  check(p, n);
+  checked++;
+  if (!rd_check_budget(p, n, 16 << 10, NULL)) {
+    fprintf(stderr, "  (%s)\n", name);
+    mismatches++;
+  }
+}
+
 TEST(budget_refused_parts) {
   unsigned before = mismatches;
-  const char *src = getenv("PDBSYM_SOURCE_DIR");
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s/tests/fuzz/regress/request_diff", src ? src : ".");
-  DIR *d = opendir(dir);
-  if (!d)
+  int files = each_body("tests/fuzz/regress/request_diff", refused_parts_body);
+  if (files < 0)
     SKIP("no tests/fuzz/regress/request_diff (PDBSYM_SOURCE_DIR)");
-  unsigned files = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.')
-      continue;
-    char path[2048];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-      continue;
-    sbuf b = {0};
-    char chunk[65536];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
-      put(&b, chunk, got);
-    fclose(f);
-    files++;
-    check(b.p ? b.p : "", b.n);
-    checked++;
-    if (!rd_check_budget(b.p ? b.p : "", b.n, 16 << 10, NULL)) {
-      fprintf(stderr, "  (%s)\n", e->d_name);
-      mismatches++;
-    }
-    free(b.p);
-  }
-  closedir(d);
   CHECK(files >= 7);
   CHECK_EQ_U(mismatches, before);
 }
