@@ -788,12 +788,12 @@ static void symbolicate(api *a, const char *body, size_t len, rm_buf *owned, rm_
   repeat_init(&seen);
   for (size_t i = 0; i < nf && !jsonw_error(w); i++) {
     const rq_frame *fr = &q.frames[i];
-    req_module *m = (fr->flags & RQ_F_BAD_INDEX) ? NULL : &mods[mods[fr->module].same];
+    uint32_t same = (fr->flags & RQ_F_BAD_INDEX) ? 0 : (uint32_t)mods[fr->module].same;
+    req_module *m = (fr->flags & RQ_F_BAD_INDEX) ? NULL : &mods[same];
     if (!m || (fr->flags & RQ_F_INVALID)) {
       counts[answer_frame(w, a, &q, fr, m)]++;
       continue;
     }
-    uint32_t same = (uint32_t)mods[fr->module].same;
     bool hit;
     repeat_slot *e = repeat_find(&seen, fr->rva, fr->aux, same, fr->kind, fr->flags, &hit);
     if (hit && repeat_put(w, e, OK_HEAD, sizeof OK_HEAD - 1, fr->module)) {

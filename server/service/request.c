@@ -884,11 +884,10 @@ static void sym_modules(sym_walk *s, jwalk *w) {
   size_t i = 0;
   int k;
   while ((k = jw_array_next(w)) == 1) {
-    bool store = !s->budget && i < s->lim->max_modules;
-    if (!store) {
-      if (!(s->budget && i < s->lim->max_modules))
-        jw_skip(w);
-      else if (!refused_piece(w))
+    if (i >= s->lim->max_modules) {
+      jw_skip(w);
+    } else if (s->budget) {
+      if (!refused_piece(w))
         break;
     } else {
       module_fields mf;
@@ -1146,8 +1145,6 @@ static bool v5_map_shape(v5_job_walk *j, jw_type type, const map_fields *mf, siz
 }
 
 static bool v5_map_entry(v5_walk *s, v5_job_walk *j, jw_type type, const map_fields *mf, size_t i) {
-  char f[96];
-  snprintf(f, sizeof f, "%smemoryMap[%zu]", j->prefix, i);
   const kept_value *kn = &mf->e[0], *ki = &mf->e[1];
   if (!v5_map_shape(j, type, mf, i))
     return false;
