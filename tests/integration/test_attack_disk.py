@@ -27,6 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from pdbsym_server import BIN, Checks, HealthProbe, Sampler, Server, SymServer, folder_bytes  # noqa: E402
 
 src = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
@@ -180,7 +181,7 @@ try:
     # ---- 4. a full cache makes room for a download that does not fit beside it
     corpus_pd = os.path.join(src, "..", "shared", "corpus", "other", "dump_syms", "basic32.pd_")
     if not (os.path.exists(corpus_pd) and shutil.which("cabextract")):
-        print("full cache: skipped: ../shared/corpus or cabextract absent")
+        harness.skip_part("full cache: ../shared/corpus or cabextract absent")
     else:
         key32 = "34060D222DBB44E5AA72243CE8326C2F2"
         ex = os.path.join(tmp, "cabx")

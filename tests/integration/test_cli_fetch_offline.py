@@ -13,13 +13,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import fetchlib  # noqa: E402
 from native_oracle import manifest  # noqa: E402
 
 BIN = fetchlib.BIN
 if not os.path.exists(BIN):
-    print("skipped: PDBSYM_BIN not set")
-    sys.exit(77)
+    harness.skip("PDBSYM_BIN not set")
 native_dir = os.path.join(fetchlib.SRC, "tests", "fixtures", "native")
 ck = fetchlib.Checker("cli_fetch_offline")
 col = next(r for r in manifest(native_dir) if r["name"] == "c-x64-O2")

@@ -24,6 +24,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import clilib  # noqa: E402
 import native_oracle as no  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
@@ -31,8 +32,7 @@ from clilib import Checks, Sandbox  # noqa: E402
 LLVM19 = "/usr/lib/llvm-19/bin/llvm-symbolizer"
 clilib.need_binary()
 if not os.path.exists(LLVM19):
-    print("skipped: %s absent (scripts/deps.sh --test installs llvm-19)" % LLVM19)
-    sys.exit(77)
+    harness.skip("%s absent (scripts/deps.sh --test installs llvm-19)" % LLVM19)
 
 c = Checks()
 sb = Sandbox("pdbsym-cli-lazy-")

@@ -28,14 +28,14 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import clilib  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 from tracelib import FIX, TFMS, compare, expected_frame, jsonl_gz, speedscope_samples  # noqa: E402
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(FIX, "net10.0", "workload.nettrace")):
-    print("skipped: tests/fixtures/nettrace absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/nettrace absent")
 
 c = Checks()
 sb = Sandbox("pdbsym-cli-trace-")

@@ -20,6 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from native_oracle import alt_for, answer_ok, manifest, oracle_view, rows, sym_view  # noqa: E402
 from pdbsym_server import Checks, Server, need_binary, warmed_cache  # noqa: E402
 
@@ -29,8 +30,7 @@ native_dir = os.path.join(root, "tests", "fixtures", "native")
 managed_dir = os.path.join(root, "tests", "fixtures", "managed")
 need_binary()
 if not os.path.exists(LLVM):
-    print("skipped: %s absent (scripts/deps.sh --test installs llvm-19)" % LLVM)
-    sys.exit(77)
+    harness.skip("%s absent (scripts/deps.sh --test installs llvm-19)" % LLVM)
 
 c = Checks()
 stage = tempfile.mkdtemp(prefix="pdbsym-absolute-")

@@ -21,14 +21,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import clilib  # noqa: E402
 from pdbsym_server import Checks, Server  # noqa: E402
 from tracelib import FIX, TFMS, compare, jsonl_gz  # noqa: E402
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(FIX, "net10.0", "workload.nettrace")):
-    print("skipped: tests/fixtures/nettrace absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/nettrace absent")
 
 c = Checks()
 sb = clilib.Sandbox("pdbsym-http-traces-")

@@ -29,6 +29,7 @@ import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from native_oracle import manifest, rows  # noqa: E402
 from pdbsym_server import Checks, Server, need_binary, warmed_cache  # noqa: E402
 
@@ -37,8 +38,7 @@ native_dir = os.path.join(root, "tests", "fixtures", "native")
 need_binary()
 CHROMIUM = shutil.which("chromium")
 if not CHROMIUM:
-    print("skipped: chromium absent (scripts/deps.sh --test installs it)")
-    sys.exit(77)
+    harness.skip("chromium absent (scripts/deps.sh --test installs it)")
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>v5 from a page</title></head>

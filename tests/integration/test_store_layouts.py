@@ -24,6 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from native_oracle import alt_for, answer_ok, manifest, rows, sym_view  # noqa: E402
 from pdbsym_server import Checks, Server  # noqa: E402
 
@@ -32,8 +33,7 @@ native_dir = os.path.join(root, "tests", "fixtures", "native")
 managed_dir = os.path.join(root, "tests", "fixtures", "managed")
 nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 if not nginx:
-    print("skipped: nginx not installed (scripts/deps.sh --test installs it)")
-    sys.exit(77)
+    harness.skip("nginx not installed (scripts/deps.sh --test installs it)")
 NATIVE = ("cpp-x64-O2", "c-x86-O0")
 
 

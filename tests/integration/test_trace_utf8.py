@@ -30,6 +30,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import clilib  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 from pdbsym_server import Server  # noqa: E402
@@ -38,8 +39,7 @@ from tracelib import FIX, jsonl_gz, oracle_samples, speedscope_samples  # noqa: 
 clilib.need_binary()
 src = os.path.join(FIX, "net10.0")
 if not os.path.exists(os.path.join(src, "workload.nettrace")):
-    print("skipped: tests/fixtures/nettrace absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/nettrace absent")
 
 c = Checks()
 sb = Sandbox("pdbsym-trace-utf8-")

@@ -172,10 +172,8 @@ TEST(corpus_state_machines) {
 }
 
 int main(void) {
-  if (!cu_corpus_dir(corpus, sizeof corpus)) {
-    printf("skipped: ../shared/corpus absent\n");
-    return 77;
-  }
+  if (!cu_corpus_dir(corpus, sizeof corpus))
+    return test_skip_all("../shared/corpus absent");
   RUN(corpus_state_machines);
   return test_summary();
 }

@@ -779,10 +779,8 @@ TEST(public_bound_on_fixture_matches_llvm19) {
 
 int main(void) {
   g_corpus = corpus_dir();
-  if (!have(LLVM_SYMBOLIZER)) {
-    printf("skipped: " LLVM_SYMBOLIZER " absent (scripts/deps.sh --test installs llvm-19)\n");
-    return 77;
-  }
+  if (!have(LLVM_SYMBOLIZER))
+    return test_skip_all(LLVM_SYMBOLIZER " absent (scripts/deps.sh --test installs llvm-19)");
   RUN(public_bound_on_fixture_matches_llvm19);
   RUN(public_fallbacks_match_llvm19);
   RUN(hidden_lines_match_llvm19);

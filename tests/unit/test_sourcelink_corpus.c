@@ -392,20 +392,16 @@ TEST(srcsrv_perforce) {
 }
 
 int main(void) {
-  if (!cu_corpus_dir(corpus, sizeof corpus)) {
-    printf("skipped: ../shared/corpus absent\n");
-    return 77;
-  }
+  if (!cu_corpus_dir(corpus, sizeof corpus))
+    return test_skip_all("../shared/corpus absent");
   const char *src = getenv("PDBSYM_SOURCE_DIR");
   char path[4096];
   snprintf(path, sizeof path, "%s/tests/fixtures/corpus-oracles/source-info.jsonl",
            src ? src : ".");
   size_t len;
   char *text = (char *)cu_read(path, &len);
-  if (!text) {
-    printf("skipped: %s absent (run through ctest)\n", path);
-    return 77;
-  }
+  if (!text)
+    return test_skip_all("tests/fixtures/corpus-oracles/source-info.jsonl absent (run through ctest)");
   oracle = json_array();
   char *save = NULL;
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
