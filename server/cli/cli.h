@@ -13,6 +13,10 @@ typedef struct {
   int (*run)(int argc, char **argv);
 } cli_command;
 
+/* Once, from main before any setting is read (settings.c): every
+ * symbol_path, from any place, is then checked as the fetch room reads it. */
+void settings_setup(void);
+
 int cmd_version(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);

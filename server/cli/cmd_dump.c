@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "pe.h"
 #include "render.h"
+#include "settings.h"
 #include "symfile.h"
 #include "symtab.h"
 
@@ -74,6 +75,9 @@ int cmd_dump(int argc, char **argv) {
       image = argv[++i];
     } else if (!strncmp(argv[i], "--image=", 8)) {
       image = argv[i] + 8;
+    } else if (settings_not_here("dump", "dump reads FILE alone (no cache, no symbol server)",
+                                 argv[i])) {
+      return 2;
     } else {
       fprintf(stderr, "pdbsym dump: unknown option '%s'; run 'pdbsym dump --help'\n", argv[i]);
       return 2;

@@ -8,12 +8,20 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config.h"
 #include "fetch.h"
+#include "settings.h"
 
 #define HEALTH_TIMEOUT_MS 3000L
 
 int cmd_health(int argc, char **argv) {
+  static srv_config cfg; /* only listen: read and checked as serve reads it */
+  char err[1024];
   const char *listen = getenv("PDBSYM_LISTEN");
+  if (listen && *listen && !cfg_set(&cfg, "listen", listen, "environment PDBSYM_LISTEN", err, sizeof err)) {
+    fprintf(stderr, "pdbsym health: %s\n", err);
+    return 2;
+  }
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: pdbsym health [--listen HOST:PORT]\n\n"
@@ -22,6 +30,13 @@ int cmd_health(int argc, char **argv) {
       return 0;
     } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
       listen = argv[++i];
+      if (!cfg_set(&cfg, "listen", listen, "flag --listen", err, sizeof err)) {
+        fprintf(stderr, "pdbsym health: %s\n", err);
+        return 2;
+      }
+    } else if (settings_not_here("health", "health only asks a running serve (--listen)",
+                                 argv[i])) {
+      return 2;
     } else {
       fprintf(stderr, "pdbsym health: unknown option '%s'; run 'pdbsym health --help'\n", argv[i]);
       return 2;
@@ -40,9 +55,9 @@ int cmd_health(int argc, char **argv) {
   char url[400];
   snprintf(url, sizeof url, "http://%s/health", hostport);
   long code = 0;
-  char err[256];
-  if (!fetch_http_get(url, HEALTH_TIMEOUT_MS, &code, NULL, 0, err, sizeof err)) {
-    fprintf(stderr, "pdbsym health: %s: %s\n", url, err);
+  char gerr[256];
+  if (!fetch_http_get(url, HEALTH_TIMEOUT_MS, &code, NULL, 0, gerr, sizeof gerr)) {
+    fprintf(stderr, "pdbsym health: %s: %s\n", url, gerr);
     return 1;
   }
   if (code != 200) {

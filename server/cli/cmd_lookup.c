@@ -13,6 +13,7 @@
 #include "loader.h"
 #include "pdb.h"
 #include "render.h"
+#include "settings.h"
 #include "symfile.h"
 #include "symtab.h"
 
@@ -266,6 +267,9 @@ int cmd_lookup(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--")) {
       i++;
       break;
+    } else if (settings_not_here("lookup", "lookup reads FILE alone (no cache, no symbol server)",
+                                 argv[i])) {
+      return 2;
     } else if (argv[i][0] == '-' && argv[i][1] == '-') {
       fprintf(stderr, "pdbsym lookup: unknown option '%s'; run 'pdbsym lookup --help'\n", argv[i]);
       return 2;

@@ -19,48 +19,35 @@
 #include "metrics.h"
 #include "settings.h"
 
+static void log_warning(void *ctx, const char *msg) {
+  (void)ctx;
+  log_line l;
+  log_begin(&l, LOG_WARN, msg);
+  log_end(&l);
+}
+
 int cmd_serve(int argc, char **argv) {
   static srv_config cfg;
   char err[1024];
-  int rc = cfg_load(&cfg, argc, argv, err, sizeof err);
+  int rc = cfg_load_warn(&cfg, argc, argv, err, sizeof err, log_warning, NULL);
   if (rc == 1)
     return 0;
   if (rc) {
     fprintf(stderr, "pdbsym serve: %s\n", err);
     return 2;
   }
+  /* bounds and kinds are the settings table's (config.c); these relate two
+   * settings or read a list */
   if (!log_set_level(cfg.log_level)) {
-    fprintf(stderr, "pdbsym serve: log_level: '%s' is not debug, info, warn or error\n",
+    fprintf(stderr, "pdbsym serve: bad setting log_level = '%s': want debug, info, warn or error\n",
             cfg.log_level);
     return 2;
   }
   if (!api_check_config(&cfg, err, sizeof err)) {
-    fprintf(stderr, "pdbsym serve: %s\n", err);
+    fprintf(stderr, "pdbsym serve: bad setting %s\n", err);
     return 2;
   }
-  if (!cfg.max_inflight || !cfg.max_connections || !cfg.max_body_bytes || !cfg.request_workers ||
-      !cfg.http_threads || !cfg.download_workers || !cfg.download_queue ||
-      !cfg.max_parallel_downloads) {
-    fprintf(stderr, "pdbsym serve: max_inflight, max_connections, max_body_bytes, request_workers, "
-                    "http_threads, download_workers, download_queue and max_parallel_downloads "
-                    "must be > 0\n");
-    return 2;
-  }
-  if (cfg.max_inflight > 100000 || cfg.max_connections > 1000000 || cfg.request_workers > 4096 ||
-      cfg.http_threads > 256) {
-    fprintf(stderr, "pdbsym serve: max_inflight <= 100000, max_connections <= 1000000, "
-                    "request_workers <= 4096 and http_threads <= 256\n");
-    return 2;
-  }
-  if (cfg.trace_feed_bytes < 4096 || cfg.trace_feed_bytes > ((uint64_t)64 << 20)) {
-    fprintf(stderr, "pdbsym serve: trace_feed_bytes must be between 4K and 64M\n");
-    return 2;
-  }
-  if (cfg.download_workers > 256 || cfg.download_queue > 1000000 || cfg.max_parallel_downloads > 256) {
-    fprintf(stderr, "pdbsym serve: download_workers and max_parallel_downloads are at most 256, "
-                    "download_queue at most 1000000\n");
-    return 2;
-  }
+  settings_warn_folders(&cfg, log_warning, NULL);
 
   /* Block the stop signals before any thread starts, so every thread
    * inherits the mask and only sigwait below sees them. */

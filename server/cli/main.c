@@ -36,6 +36,8 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  /* every symbol_path, from any place, is checked as fetch will read it */
+  settings_setup();
   if (argc < 2) {
     fprintf(stderr, "pdbsym: which command? run 'pdbsym --help' for the list\n");
     return 2;

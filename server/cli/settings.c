@@ -8,6 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "api.h"
+#include "cli.h"
+#include "fetch.h"
 
 #define DEFAULT_CACHE_MAX ((uint64_t)2 << 30)
 
@@ -74,21 +79,12 @@ void settings_init(settings *s, int argc, char **argv) {
 
 void settings_defaults(settings *s) { settings_init(s, 0, NULL); }
 
-static bool set_str(char *dst, size_t cap, const char *flag, const char *val) {
-  size_t n = strlen(val);
-  if (n >= cap) {
-    fprintf(stderr, "pdbsym: %s: value longer than %zu bytes\n", flag, cap - 1);
-    return false;
-  }
-  memcpy(dst, val, n + 1);
-  return true;
-}
-
 int settings_flag(settings *s, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   const char *val = NULL;
   static const char *const with_value[] = {"--cache-dir", "--symbol-path", "--cache-max-bytes",
                                            "--config"};
+  static const char *const keys[] = {"cache_dir", "symbol_path", "cache_max_bytes", NULL};
   for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
     size_t n = strlen(with_value[k]);
     if (strncmp(a, with_value[k], n) != 0 || (a[n] != '\0' && a[n] != '='))
@@ -103,19 +99,14 @@ int settings_flag(settings *s, int argc, char **argv, int *i) {
       fprintf(stderr, "pdbsym: %s needs a value\n", with_value[k]);
       return -1;
     }
-    bool ok = true;
-    if (k == 0) {
-      ok = set_str(s->cfg.cache_dir, sizeof s->cfg.cache_dir, with_value[k], val);
-    } else if (k == 1) {
-      ok = set_str(s->cfg.symbol_path, sizeof s->cfg.symbol_path, with_value[k], val);
-    } else if (k == 2) {
-      if (!settings_parse_bytes(val, &s->cfg.cache_max_bytes)) {
-        fprintf(stderr, "pdbsym: --cache-max-bytes takes a size like 500M or 2G, not '%s'\n", val);
-        ok = false;
+    if (keys[k]) { /* --config was read by settings_init */
+      char where[64], err[1024];
+      snprintf(where, sizeof where, "flag %s", with_value[k]);
+      if (!cfg_set(&s->cfg, keys[k], val, where, err, sizeof err)) {
+        fprintf(stderr, "pdbsym: %s\n", err);
+        return -1;
       }
-    } /* k == 3: --config was read by settings_init */
-    if (!ok)
-      return -1;
+    }
     sync(s);
     *i += used - 1;
     return 1;
@@ -126,6 +117,57 @@ int settings_flag(settings *s, int argc, char **argv, int *i) {
     return 1;
   }
   return 0;
+}
+
+void settings_setup(void) {
+  cfg_set_check("symbol_path", fetch_symbol_path_check);
+  cfg_set_check("cors_origins", api_check_origins);
+}
+
+int settings_not_here(const char *cmd, const char *why, const char *arg) {
+  static const char *const shared[] = {"--cache-dir", "--symbol-path", "--cache-max-bytes",
+                                       "--offline", "--config"};
+  for (size_t k = 0; k < sizeof shared / sizeof shared[0]; k++) {
+    size_t n = strlen(shared[k]);
+    if (!strncmp(arg, shared[k], n) && (arg[n] == '\0' || arg[n] == '=')) {
+      fprintf(stderr, "pdbsym %s: %s does not apply here: %s; run 'pdbsym %s --help'\n", cmd,
+              shared[k], why, cmd);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+typedef struct {
+  void (*warn)(void *ctx, const char *msg);
+  void *ctx;
+} folder_warn;
+
+static void check_folder(void *ctx, const char *folder) {
+  folder_warn *w = ctx;
+  struct stat st;
+  char msg[1200];
+  if (stat(folder, &st) != 0)
+    snprintf(msg, sizeof msg, "symbol_path: the folder %s does not exist: nothing will be found there",
+             folder);
+  else if (!S_ISDIR(st.st_mode))
+    snprintf(msg, sizeof msg, "symbol_path: %s is not a folder: nothing will be found there", folder);
+  else
+    return;
+  w->warn(w->ctx, msg);
+}
+
+void settings_warn_folders(const srv_config *c, void (*warn)(void *ctx, const char *msg),
+                           void *ctx) {
+  if (!c->symbol_path[0])
+    return;
+  folder_warn w = {warn, ctx};
+  fetch_symbol_path_folders(c->symbol_path, check_folder, &w);
+}
+
+static void warn_stderr(void *ctx, const char *msg) {
+  (void)ctx;
+  fprintf(stderr, "pdbsym: warning: %s\n", msg);
 }
 
 const char *settings_help(void) {
@@ -162,5 +204,6 @@ void settings_engine_config_from(const srv_config *c, engine_config *ec) {
 }
 
 void settings_engine_config(const settings *s, engine_config *ec) {
+  settings_warn_folders(&s->cfg, warn_stderr, NULL);
   settings_engine_config_from(&s->cfg, ec);
 }

@@ -1,6 +1,6 @@
 /*
  * settings.h - the settings every cache- or network-touching command shares
- * (CONTRACT.md, "Running").  They are read the way `pdbsym serve` reads them,
+ * (docs/contract.md, "Running").  They are read the way `pdbsym serve` reads them,
  * through config.c: defaults, then the environment (PDBSYM_<KEY>), then a
  * config file (--config FILE or PDBSYM_CONFIG), then the shared flags below.
  *
@@ -43,11 +43,22 @@ void settings_defaults(settings *s);
  * error. */
 int settings_flag(settings *s, int argc, char **argv, int *i);
 
+/* For a command that uses no cache and no symbol server (lookup, dump,
+ * health): when arg is one of the shared flags, prints one line saying it
+ * does not apply and why, and returns 1 (the caller exits 2); else 0. */
+int settings_not_here(const char *cmd, const char *why, const char *arg);
+
+/* Warns (one line each, through warn) of every folder of the symbol path
+ * that does not exist or is not a folder. */
+void settings_warn_folders(const srv_config *c, void (*warn)(void *ctx, const char *msg),
+                           void *ctx);
+
 /* Help text for the shared flags. */
 const char *settings_help(void);
 
 /* The engine's settings, as every command and `pdbsym serve` pass them:
- * from s, or from a config serve loaded itself (on_download left NULL). */
+ * from s (warning on stderr of symbol-path folders that do not exist), or
+ * from a config serve loaded itself (on_download left NULL). */
 void settings_engine_config(const settings *s, engine_config *ec);
 /* The engine's configuration from a srv_config (every setting config.c lists). */
 void settings_engine_config_from(const srv_config *cfg, engine_config *ec);

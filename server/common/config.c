@@ -10,92 +10,126 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
-typedef enum { CF_STR, CF_U64, CF_SIZE, CF_BOOL } cf_type;
+/* What a setting's value may be.  Every value, from the environment, a config
+ * file or a flag, goes through the one reader of its kind (set_value), which
+ * refuses it with one line naming the setting, the value, where it came from
+ * and what is allowed.  A new setting is validated by declaring its kind. */
+typedef enum {
+  CF_STR,    /* text, shorter than its buffer */
+  CF_U64,    /* a count: 0, 12 (or 0x hex); within [min, max] */
+  CF_SIZE,   /* bytes: 512, 64K, 8M, 2G, 1T, also 64KiB / 64kb (binary); within [min, max] */
+  CF_SECS,   /* seconds: 30, 30s, 5m, 2h, 1d; within [min, max] */
+  CF_MS,     /* milliseconds: 250, 250ms, 2s */
+  CF_BOOL,   /* true/false, yes/no, on/off, 1/0 */
+  CF_LISTEN, /* HOST:PORT or [IPv6]:PORT, the port 0 to 65535 (0: any free one) */
+  CF_ENUM,   /* one of the words in `allowed` ("debug|info|warn|error") */
+  CF_DIR,    /* a folder that must exist (empty: the setting's default) */
+  CF_CACHE,  /* a folder made when missing; refused when a file is there */
+} cf_type;
 
 typedef struct {
   const char *key;
   cf_type type;
   size_t off;
-  size_t cap; /* CF_STR: buffer size */
+  size_t cap; /* CF_STR and the folder kinds: buffer size */
   const char *def;
   const char *help;
+  uint64_t min, max; /* numeric kinds; max 0: no bound but the type's */
+  const char *allowed; /* CF_ENUM: the words, '|'-separated */
 } cf_setting;
 
-#define S(k, d, h) {#k, CF_STR, offsetof(srv_config, k), sizeof(((srv_config *)0)->k), d, h}
-#define U(k, d, h) {#k, CF_U64, offsetof(srv_config, k), 0, d, h}
-#define Z(k, d, h) {#k, CF_SIZE, offsetof(srv_config, k), 0, d, h}
-#define B(k, d, h) {#k, CF_BOOL, offsetof(srv_config, k), 0, d, h}
+#define STRCAP(k) sizeof(((srv_config *)0)->k)
+#define S(k, d, h) {#k, CF_STR, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, NULL}
+#define U(k, d, h) {#k, CF_U64, offsetof(srv_config, k), 0, d, h, 0, 0, NULL}
+#define Z(k, d, h) {#k, CF_SIZE, offsetof(srv_config, k), 0, d, h, 0, 0, NULL}
+#define T(k, d, h) {#k, CF_SECS, offsetof(srv_config, k), 0, d, h, 0, CF_SECS_MAX, NULL}
+#define MS(k, d, h) {#k, CF_MS, offsetof(srv_config, k), 0, d, h, 0, CF_SECS_MAX * 1000, NULL}
+#define B(k, d, h) {#k, CF_BOOL, offsetof(srv_config, k), 0, d, h, 0, 0, NULL}
+/* the same with bounds */
+#define UR(k, d, lo, hi, h) {#k, CF_U64, offsetof(srv_config, k), 0, d, h, lo, hi, NULL}
+#define ZR(k, d, lo, hi, h) {#k, CF_SIZE, offsetof(srv_config, k), 0, d, h, lo, hi, NULL}
+#define TR(k, d, lo, hi, h) {#k, CF_SECS, offsetof(srv_config, k), 0, d, h, lo, hi, NULL}
+#define L(k, d, h) {#k, CF_LISTEN, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, NULL}
+#define E(k, d, words, h) {#k, CF_ENUM, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, words}
+#define D(k, d, h) {#k, CF_DIR, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, NULL}
+#define C(k, d, h) {#k, CF_CACHE, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, NULL}
+
+/* Ten years: a longer duration is a typo, and seconds times 1000 must fit a long. */
+#define CF_SECS_MAX ((uint64_t)315360000)
+#define KiB ((uint64_t)1 << 10)
+#define MiB ((uint64_t)1 << 20)
 
 static const cf_setting settings[] = {
-    S(listen, "127.0.0.1:8765", "address and port to serve on (HOST:PORT; [::1]:PORT for IPv6)"),
-    S(cache_dir, ".pdbsym-cache", "folder for the SQLite cache and downloads"),
+    L(listen, "127.0.0.1:8765", "address and port to serve on (HOST:PORT; [::1]:PORT for IPv6)"),
+    C(cache_dir, ".pdbsym-cache", "folder for the SQLite cache and downloads"),
     S(symbol_path, "", "upstream sources, _NT_SYMBOL_PATH syntax; empty: Microsoft's public symbol server"),
     Z(cache_max_bytes, "0", "byte cap of the cache database; 0: the cache's default (2 GiB)"),
     Z(mem_max_bytes, "0", "byte budget of modules kept parsed in memory; 0: default (256 MiB)"),
     Z(max_pdb_bytes, "0", "largest file accepted for download (PDB, PE, unpacked .pd_); 0: default (4 GiB); never more than cache_max_bytes"),
-    U(max_parallel_downloads, "4", "HTTP transfers at once per symbol source"),
-    U(download_workers, "4", "threads that read folder sources, unpack, parse and store downloads"),
-    U(download_queue, "1000", "modules being looked up at once; a module beyond waits for room until its request's timeout, then is pending"),
-    U(download_connect_timeout, "10", "seconds to connect to a symbol server"),
-    U(download_first_byte_timeout, "30", "seconds from connecting to the first byte of the answer"),
-    U(download_timeout, "120", "seconds one transfer may take, at least (see download_min_rate)"),
+    UR(max_parallel_downloads, "4", 1, 256, "HTTP transfers at once per symbol source"),
+    UR(download_workers, "4", 1, 256, "threads that read folder sources, unpack, parse and store downloads"),
+    UR(download_queue, "1000", 1, 1000000, "modules being looked up at once; a module beyond waits for room until its request's timeout, then is pending"),
+    T(download_connect_timeout, "10", "seconds to connect to a symbol server"),
+    T(download_first_byte_timeout, "30", "seconds from connecting to the first byte of the answer"),
+    T(download_timeout, "120", "seconds one transfer may take, at least (see download_min_rate)"),
     Z(download_min_rate, "1M", "bytes/s: a transfer declaring N bytes may take N / download_min_rate seconds when that is longer than download_timeout"),
     Z(download_low_speed, "1K", "bytes/s under which a transfer is abandoned ..."),
-    U(download_low_speed_time, "30", "... after this many seconds"),
+    T(download_low_speed_time, "30", "... after this many seconds"),
     U(download_retries, "2", "retries of a transfer after a 5xx, 408, 429, a timeout or a reset (never a 404)"),
-    U(download_retry_base_ms, "250", "first retry's wait; doubled each time, +-25%, at most 8 s"),
+    MS(download_retry_base_ms, "250", "first retry's wait; doubled each time, +-25%, at most 8 s"),
     U(max_redirects, "5", "redirects followed per transfer (http and https only)"),
     U(max_decoded_ratio, "64", "a content-encoded (gzip...) body may inflate at most this many times"),
     U(source_fail_threshold, "3", "failed transfers in a row (404s are not failures) after which a source is left alone ..."),
-    U(source_backoff, "5", "... for this many seconds, doubled per further failure ..."),
-    U(source_backoff_max, "300", "... up to this many seconds"),
+    T(source_backoff, "5", "... for this many seconds, doubled per further failure ..."),
+    T(source_backoff_max, "300", "... up to this many seconds"),
     B(refuse_private_redirects, "false", "refuse redirects and file.ptr URLs to loopback, link-local and private addresses, unless the source's own address is one"),
-    U(negative_missing_ttl, "3600", "seconds a module no source has is remembered as missing"),
-    U(negative_malformed_ttl, "86400", "seconds a complete, clean download that cannot be read is remembered as malformed"),
-    U(negative_suspect_ttl, "300", "seconds an unreadable download that may not be the file (HTML page, no PDB signature, length unknown) is remembered"),
-    U(negative_error_ttl, "30", "seconds a fetch error, timeout or identity mismatch is remembered; doubled per further failure ..."),
-    U(negative_error_max_ttl, "3600", "... up to this many seconds"),
+    T(negative_missing_ttl, "3600", "seconds a module no source has is remembered as missing"),
+    T(negative_malformed_ttl, "86400", "seconds a complete, clean download that cannot be read is remembered as malformed"),
+    T(negative_suspect_ttl, "300", "seconds an unreadable download that may not be the file (HTML page, no PDB signature, length unknown) is remembered"),
+    T(negative_error_ttl, "30", "seconds a fetch error, timeout or identity mismatch is remembered; doubled per further failure ..."),
+    T(negative_error_max_ttl, "3600", "... up to this many seconds"),
     U(negative_memory, "16384", "negative entries also kept in memory, so a known-missing module is answered without reading SQLite (least recently used dropped first)"),
     U(persist_queue, "16", "tables answered and waiting for the cache's one writer to store them in SQLite ..."),
     Z(persist_queue_bytes, "256M", "... and the bytes they hold in memory (one larger table alone still goes through) ..."),
-    U(persist_wait, "30", "... a download whose table finds the queue full waits this many seconds for room (its requests are answered already), then the table is kept in memory only, not stored"),
+    T(persist_wait, "30", "... a download whose table finds the queue full waits this many seconds for room (its requests are answered already), then the table is kept in memory only, not stored"),
     B(offline, "false", "never touch the network: answer from the cache and local folders only"),
-    Z(max_body_bytes, "8M", "largest request body; larger ones get 413"),
+    ZR(max_body_bytes, "8M", 1, 0, "largest request body; larger ones get 413"),
     U(max_frames, "10000", "most frames in one request; more get 400"),
     U(max_modules, "1000", "most modules in one request; more get 400"),
     Z(max_answer_bytes, "32M", "largest answer body; a request whose answer would pass it gets 400"),
-    U(max_inflight, "64", "requests processed at once (health, ready, metrics excluded); more get 503"),
+    UR(max_inflight, "64", 1, 100000, "requests processed at once (health, ready, metrics excluded); more get 503"),
     Z(request_memory_max, "256M", "memory budget of the requests in flight (bodies, parsed requests, answers being built or sent); past it 503"),
     Z(request_memory_keep, "16M", "bytes of freed request buffers of 128 KiB or more kept for the next requests instead of unmapped (at most a quarter of request_memory_max; they count in it and give way to requests); 0: none"),
-    U(request_workers, "64", "threads that run /symbolicate, /symbolicate/v5, /modules and /traces requests"),
-    U(http_threads, "2", "event-loop threads serving the connections (libmicrohttpd, epoll)"),
+    UR(request_workers, "64", 1, 4096, "threads that run /symbolicate, /symbolicate/v5, /modules and /traces requests"),
+    UR(http_threads, "2", 1, 256, "event-loop threads serving the connections (libmicrohttpd, epoll)"),
     Z(inline_max_bytes, "64K", "a /symbolicate body up to this size (a /symbolicate/v5 body up to a quarter of it) whose modules are all in the cache's memory is answered on the event loop, without a worker (no waiting: anything more goes to a worker); 0: never"),
-    U(max_connections, "1024", "open connections at once; past it the oldest one without a complete request is closed"),
+    UR(max_connections, "1024", 1, 1000000, "open connections at once; past it the oldest one without a complete request is closed"),
     U(max_connections_per_ip, "0", "open connections from one address (same rule); 0: only max_connections"),
-    U(read_timeout, "10", "seconds from accept (or the previous answer) to a complete request, headers and body; absolute"),
-    U(write_timeout, "60", "seconds an answer may take to be sent; absolute"),
-    U(defer_accept, "10", "seconds the kernel keeps a new connection that has sent nothing before handing it over (TCP_DEFER_ACCEPT; rounded up to its SYN-ACK retry times 1, 3, 7, 15, 31 s); 0: off"),
-    U(connection_timeout, "15", "seconds a connection may stay silent both ways (libmicrohttpd's idle timeout)"),
+    T(read_timeout, "10", "seconds from accept (or the previous answer) to a complete request, headers and body; absolute"),
+    T(write_timeout, "60", "seconds an answer may take to be sent; absolute"),
+    TR(defer_accept, "10", 0, 3600, "seconds the kernel keeps a new connection that has sent nothing before handing it over (TCP_DEFER_ACCEPT; rounded up to its SYN-ACK retry times 1, 3, 7, 15, 31 s); 0: off"),
+    T(connection_timeout, "15", "seconds a connection may stay silent both ways (libmicrohttpd's idle timeout)"),
     S(allowed_hosts, "", "Host names accepted besides IP addresses, localhost and the listen host (comma-separated; * any)"),
-    U(default_timeout, "30", "seconds a request waits for modules when it gives no timeout"),
-    U(max_timeout, "300", "largest timeout a request may ask for (seconds)"),
-    U(retry_after, "2", "seconds suggested to clients in retry_after / Retry-After"),
-    U(shutdown_grace, "30", "seconds SIGTERM waits for requests in flight before closing"),
-    U(stop_timeout, "25", "seconds from SIGTERM to exit at most: every grace of the shutdown (shutdown_grace, the downloads', the cache writer's) is cut to what is left of it"),
+    T(default_timeout, "30", "seconds a request waits for modules when it gives no timeout"),
+    T(max_timeout, "300", "largest timeout a request may ask for (seconds)"),
+    T(retry_after, "2", "seconds suggested to clients in retry_after / Retry-After"),
+    T(shutdown_grace, "30", "seconds SIGTERM waits for requests in flight before closing"),
+    T(stop_timeout, "25", "seconds from SIGTERM to exit at most: every grace of the shutdown (shutdown_grace, the downloads', the cache writer's) is cut to what is left of it"),
     Z(max_trace_bytes, "4G", "largest POST /traces body (a .nettrace file); larger ones get 413"),
     U(max_trace_jobs, "2", "POST /traces requests processed at once; more get 503"),
-    Z(trace_feed_bytes, "1M", "bytes of a POST /traces body the event loop hands to the trace's worker at a time (two such buffers a trace); past it the connection waits for the worker; 4K to 64M"),
+    ZR(trace_feed_bytes, "1M", 4 * KiB, 64 * MiB, "bytes of a POST /traces body the event loop hands to the trace's worker at a time (two such buffers a trace); past it the connection waits for the worker; 4K to 64M"),
     Z(trace_min_rate, "256K", "bytes/s a POST /traces body must average once read_timeout has passed (else it is closed); 0: no floor"),
     Z(trace_stack_budget, "32M", "bytes of interned stacks a trace job keeps in memory before spilling them to disk"),
     Z(trace_code_budget, "256M", "bytes a trace job may spend on the trace's methods, addresses and frames"),
-    S(trace_spill_dir, "", "folder for trace jobs' spill files and answers; empty: $TMPDIR or /tmp"),
+    D(trace_spill_dir, "", "folder for trace jobs' spill files and answers; empty: $TMPDIR or /tmp"),
     S(cors_origins, "*", "origins a browser page may call /symbolicate/v5 from: * (any), a comma-separated list (https://profiler.firefox.com), or empty (none)"),
-    U(cors_max_age, "600", "seconds a browser may keep the answer to a CORS preflight"),
-    U(v5_max_frames, "200000", "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),
-    U(v5_max_jobs, "1000", "most jobs in one /symbolicate/v5 request (the Firefox Profiler sends one per library); more get 400"),
-    U(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
-    S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
+    T(cors_max_age, "600", "seconds a browser may keep the answer to a CORS preflight"),
+    UR(v5_max_frames, "200000", 1, 0, "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),
+    UR(v5_max_jobs, "1000", 1, 0, "most jobs in one /symbolicate/v5 request (the Firefox Profiler sends one per library); more get 400"),
+    T(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
+    E(log_level, "info", "debug|info|warn|error", "debug, info, warn or error (JSON lines on stderr)"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -106,8 +140,37 @@ static void seterr(char *err, size_t cap, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Parses "123", "8M", "2GiB", "64k" (binary multiples). */
-static bool parse_u64(const char *s, bool size, uint64_t *out) {
+/* The checks other rooms own (cfg_set_check), by key. */
+static struct {
+  const char *key;
+  cfg_check_fn fn;
+} checks[4];
+
+void cfg_set_check(const char *key, cfg_check_fn fn) {
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
+    if (!checks[i].key || !strcmp(checks[i].key, key)) {
+      checks[i].key = key;
+      checks[i].fn = fn;
+      return;
+    }
+}
+
+static cfg_check_fn check_of(const char *key) {
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0] && checks[i].key; i++)
+    if (!strcmp(checks[i].key, key))
+      return checks[i].fn;
+  return NULL;
+}
+
+/* A number with an optional unit: digits (or 0x hex), then a unit from units
+ * (each "name=multiplier"), white space around allowed.  false on junk,
+ * overflow or an unknown unit. */
+typedef struct {
+  const char *name;
+  uint64_t mul;
+} cf_unit;
+
+static bool parse_num(const char *s, const cf_unit *units, uint64_t *out) {
   while (isspace((unsigned char)*s))
     s++;
   if (!isdigit((unsigned char)*s))
@@ -117,61 +180,185 @@ static bool parse_u64(const char *s, bool size, uint64_t *out) {
   unsigned long long v = strtoull(s, &end, 0);
   if (errno)
     return false;
+  const char *u = end;
+  size_t ul = strlen(u);
+  while (ul && isspace((unsigned char)u[ul - 1]))
+    ul--;
   uint64_t mul = 1;
-  if (size && *end) {
-    switch (tolower((unsigned char)*end)) {
-    case 'k': mul = 1ull << 10; break;
-    case 'm': mul = 1ull << 20; break;
-    case 'g': mul = 1ull << 30; break;
-    case 't': mul = 1ull << 40; break;
-    default: return false;
-    }
-    end++;
-    if (!strcasecmp(end, "ib") || !strcasecmp(end, "b"))
-      end += strlen(end);
+  if (ul) {
+    if (!units)
+      return false;
+    const cf_unit *hit = NULL;
+    for (const cf_unit *x = units; x->name; x++)
+      if (strlen(x->name) == ul && !strncasecmp(u, x->name, ul))
+        hit = x;
+    if (!hit)
+      return false;
+    mul = hit->mul;
   }
-  while (isspace((unsigned char)*end))
-    end++;
-  if (*end)
-    return false;
   if (mul > 1 && v > UINT64_MAX / mul)
     return false;
   *out = (uint64_t)v * mul;
   return true;
 }
 
+static const cf_unit SIZE_UNITS[] = {
+    {"b", 1},          {"k", 1ull << 10},   {"kb", 1ull << 10}, {"kib", 1ull << 10},
+    {"m", 1ull << 20}, {"mb", 1ull << 20},  {"mib", 1ull << 20}, {"g", 1ull << 30},
+    {"gb", 1ull << 30}, {"gib", 1ull << 30}, {"t", 1ull << 40}, {"tb", 1ull << 40},
+    {"tib", 1ull << 40}, {NULL, 0}};
+static const cf_unit SECS_UNITS[] = {{"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}, {"d", 86400},
+                                     {NULL, 0}};
+static const cf_unit MS_UNITS[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"min", 60000},
+                                   {NULL, 0}};
+
+/* HOST:PORT, [V6]:PORT; the port 0 to 65535. */
+static bool listen_ok(const char *v, const char **why) {
+  const char *colon = NULL;
+  if (*v == '[') {
+    const char *close = strchr(v, ']');
+    if (!close || close == v + 1 || close[1] != ':') {
+      *why = "want [IPV6]:PORT";
+      return false;
+    }
+    colon = close + 1;
+  } else {
+    colon = strrchr(v, ':');
+    if (!colon || colon == v) {
+      *why = "want HOST:PORT (127.0.0.1:8765, 0.0.0.0:8765, [::1]:8765)";
+      return false;
+    }
+    for (const char *p = v; p < colon; p++)
+      if (*p == ':' || isspace((unsigned char)*p) || iscntrl((unsigned char)*p)) {
+        *why = "want HOST:PORT; an IPv6 address goes in brackets ([::1]:8765)";
+        return false;
+      }
+  }
+  const char *port = colon + 1;
+  size_t n = strlen(port);
+  if (!n || n > 5 || strspn(port, "0123456789") != n || atol(port) > 65535) {
+    *why = "the port must be a number from 0 to 65535 (0: any free port)";
+    return false;
+  }
+  return true;
+}
+
+static const char *kind_text(const cf_setting *s, char *buf, size_t cap) {
+  char range[96] = "";
+  uint64_t dflt_max = s->type == CF_SECS ? CF_SECS_MAX : s->type == CF_MS ? CF_SECS_MAX * 1000 : 0;
+  if (s->min && s->max)
+    snprintf(range, sizeof range, ", from %llu to %llu", (unsigned long long)s->min,
+             (unsigned long long)s->max);
+  else if (s->min)
+    snprintf(range, sizeof range, ", at least %llu", (unsigned long long)s->min);
+  else if (s->max && s->max != dflt_max)
+    snprintf(range, sizeof range, ", at most %llu", (unsigned long long)s->max);
+  else if (s->max)
+    snprintf(range, sizeof range, ", at most 10 years");
+  switch (s->type) {
+  case CF_U64: snprintf(buf, cap, "want a whole number%s", range); break;
+  case CF_SIZE: snprintf(buf, cap, "want a size in bytes (512, 64K, 8M, 2G)%s", range); break;
+  case CF_SECS: snprintf(buf, cap, "want a duration in whole seconds (30, 30s, 5m, 2h, 1d)%s", range); break;
+  case CF_MS: snprintf(buf, cap, "want a duration in milliseconds (250, 250ms, 2s)%s", range); break;
+  case CF_BOOL: snprintf(buf, cap, "want true or false (also yes/no, on/off, 1/0)"); break;
+  case CF_ENUM: snprintf(buf, cap, "want one of %s", s->allowed); break;
+  default: snprintf(buf, cap, "want text"); break;
+  }
+  return buf;
+}
+
+/* Reads val into s's field, or says why not in err: one line naming the
+ * setting, the value, where it came from and what is allowed. */
 static bool set_value(srv_config *c, const cf_setting *s, const char *val, char *err,
                       size_t cap, const char *where) {
   char *base = (char *)c + s->off;
+  char allowed[256];
+  const char *why = NULL;
   switch (s->type) {
   case CF_STR:
-    if (strlen(val) >= s->cap) {
-      seterr(err, cap, "%s: %s: value longer than %zu bytes", where, s->key, s->cap - 1);
-      return false;
+  case CF_LISTEN:
+  case CF_ENUM:
+  case CF_DIR:
+  case CF_CACHE: {
+    size_t n = strlen(val);
+    if (n >= s->cap) {
+      snprintf(allowed, sizeof allowed, "want at most %zu bytes", s->cap - 1);
+      why = allowed;
+      break;
     }
-    memcpy(base, val, strlen(val) + 1);
+    for (const char *p = val; *p && !why; p++)
+      if (iscntrl((unsigned char)*p))
+        why = "a control character (a line break?) in the value";
+    if (why)
+      break;
+    if (s->type == CF_LISTEN && !listen_ok(val, &why))
+      break;
+    if (s->type == CF_ENUM) {
+      const char *w = s->allowed;
+      bool hit = false;
+      while (*w && !hit) {
+        size_t wl = strcspn(w, "|");
+        hit = wl == n && !strncmp(w, val, n);
+        w += wl + (w[wl] == '|');
+      }
+      if (!hit) {
+        why = kind_text(s, allowed, sizeof allowed);
+        break;
+      }
+    }
+    struct stat st;
+    if (s->type == CF_DIR && n && (stat(val, &st) != 0 || !S_ISDIR(st.st_mode))) {
+      why = "want an existing folder (or empty for the default)";
+      break;
+    }
+    if (s->type == CF_CACHE && !n) {
+      why = "want a folder (made when missing)";
+      break;
+    }
+    if (s->type == CF_CACHE && stat(val, &st) == 0 && !S_ISDIR(st.st_mode)) {
+      why = "want a folder; a file of that name is there";
+      break;
+    }
+    cfg_check_fn check = check_of(s->key);
+    if (check && n && !check(val, allowed, sizeof allowed)) {
+      why = allowed;
+      break;
+    }
+    memcpy(base, val, n + 1);
     return true;
+  }
   case CF_U64:
   case CF_SIZE:
-    if (!parse_u64(val, s->type == CF_SIZE, (uint64_t *)(void *)base)) {
-      seterr(err, cap, "%s: %s: '%s' is not a %s", where, s->key, val,
-             s->type == CF_SIZE ? "size (e.g. 512M)" : "non-negative integer");
-      return false;
+  case CF_SECS:
+  case CF_MS: {
+    const cf_unit *units = s->type == CF_SIZE   ? SIZE_UNITS
+                           : s->type == CF_SECS ? SECS_UNITS
+                           : s->type == CF_MS   ? MS_UNITS
+                                                : NULL;
+    uint64_t v;
+    if (!parse_num(val, units, &v) || v < s->min || (s->max && v > s->max)) {
+      why = kind_text(s, allowed, sizeof allowed);
+      break;
     }
+    *(uint64_t *)(void *)base = v;
     return true;
+  }
   case CF_BOOL:
     if (!strcasecmp(val, "true") || !strcmp(val, "1") || !strcasecmp(val, "yes") ||
         !strcasecmp(val, "on")) {
       *(bool *)(void *)base = true;
-    } else if (!strcasecmp(val, "false") || !strcmp(val, "0") || !strcasecmp(val, "no") ||
-               !strcasecmp(val, "off")) {
-      *(bool *)(void *)base = false;
-    } else {
-      seterr(err, cap, "%s: %s: '%s' is not true or false", where, s->key, val);
-      return false;
+      return true;
     }
-    return true;
+    if (!strcasecmp(val, "false") || !strcmp(val, "0") || !strcasecmp(val, "no") ||
+        !strcasecmp(val, "off")) {
+      *(bool *)(void *)base = false;
+      return true;
+    }
+    why = kind_text(s, allowed, sizeof allowed);
+    break;
   }
+  seterr(err, cap, "bad setting %s = '%.200s'%s (%s): %s", s->key, val,
+         strlen(val) > 200 ? "..." : "", where, why ? why : "not allowed");
   return false;
 }
 
@@ -193,6 +380,46 @@ static const cf_setting *find(const char *key, size_t len) {
   return NULL;
 }
 
+/* Edit distance of a and b (lower-cased, '-' as '_'), at most 64 bytes each. */
+static size_t distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64)
+    return SIZE_MAX;
+  size_t row[65];
+  for (size_t j = 0; j <= lb; j++)
+    row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      char x = (char)tolower((unsigned char)a[i - 1]), y = (char)tolower((unsigned char)b[j - 1]);
+      x = x == '-' ? '_' : x;
+      y = y == '-' ? '_' : y;
+      size_t best = diag + (x != y);
+      if (row[j] + 1 < best)
+        best = row[j] + 1;
+      if (row[j - 1] + 1 < best)
+        best = row[j - 1] + 1;
+      diag = row[j];
+      row[j] = best;
+    }
+  }
+  return row[lb];
+}
+
+const char *cfg_nearest(const char *key) {
+  const char *best = settings[0].key;
+  size_t bd = SIZE_MAX;
+  for (size_t i = 0; i < NSETTINGS; i++) {
+    size_t d = distance(key, settings[i].key);
+    if (d < bd) {
+      bd = d;
+      best = settings[i].key;
+    }
+  }
+  return best;
+}
+
 static void trim(char **s) {
   while (isspace((unsigned char)**s))
     (*s)++;
@@ -201,7 +428,43 @@ static void trim(char **s) {
     (*s)[--n] = '\0';
 }
 
+/* A config file's value: a double-quoted value is the text between the
+ * quotes (then only a comment may follow); an unquoted value ends at a '#'
+ * that follows white space (`cache_dir = cache # where` is `cache`).  false,
+ * with *why, for an unclosed quote or text after the closing one. */
+static bool file_value(char *val, char **out, const char **why) {
+  if (*val == '"') {
+    char *close = strchr(val + 1, '"');
+    if (!close) {
+      *why = "a value that opens a double quote must close it on the same line";
+      return false;
+    }
+    char *rest = close + 1;
+    trim(&rest);
+    if (*rest && *rest != '#') {
+      *why = "after a quoted value only a # comment may follow";
+      return false;
+    }
+    *close = '\0';
+    *out = val + 1;
+    return true;
+  }
+  for (char *p = val; *p; p++)
+    if (*p == '#' && p > val && isspace((unsigned char)p[-1])) {
+      *p = '\0';
+      break;
+    }
+  trim(&val);
+  *out = val;
+  return true;
+}
+
 static bool load_file(srv_config *c, const char *path, char *err, size_t cap) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    seterr(err, cap, "config file %s: a folder, not a file", path);
+    return false;
+  }
   FILE *f = fopen(path, "r");
   if (!f) {
     seterr(err, cap, "config file %s: %s", path, strerror(errno));
@@ -212,8 +475,15 @@ static bool load_file(srv_config *c, const char *path, char *err, size_t cap) {
   bool ok = true;
   while (ok && fgets(line, sizeof line, f)) {
     no++;
-    char where[64];
-    snprintf(where, sizeof where, "line %d", no);
+    size_t ll = strlen(line);
+    if (ll == sizeof line - 1 && line[ll - 1] != '\n') {
+      seterr(err, cap, "config file %s: line %d: longer than %zu bytes", path, no,
+             sizeof line - 2);
+      ok = false;
+      break;
+    }
+    char where[1200];
+    snprintf(where, sizeof where, "config file %s line %d", path, no);
     char *p = line;
     trim(&p);
     if (!*p || *p == '#')
@@ -225,31 +495,74 @@ static bool load_file(srv_config *c, const char *path, char *err, size_t cap) {
       break;
     }
     *eq = '\0';
-    char *key = p, *val = eq + 1;
+    char *key = p, *raw = eq + 1, *val = NULL;
     trim(&key);
-    trim(&val);
-    size_t vl = strlen(val);
-    if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
-      val[vl - 1] = '\0';
-      val++;
-    }
+    trim(&raw);
     const cf_setting *s = find(key, strlen(key));
     if (!s) {
-      seterr(err, cap, "config file %s: line %d: unknown setting '%s'", path, no, key);
+      seterr(err, cap, "config file %s: line %d: unknown setting '%.100s'; did you mean %s?", path,
+             no, key, cfg_nearest(key));
       ok = false;
       break;
     }
-    char e2[512];
-    if (!set_value(c, s, val, e2, sizeof e2, where)) {
-      seterr(err, cap, "config file %s: %s", path, e2);
+    const char *why = NULL;
+    if (!file_value(raw, &val, &why)) {
+      seterr(err, cap, "bad setting %s = '%.200s' (%s): %s", s->key, raw, where, why);
       ok = false;
+      break;
     }
+    if (!set_value(c, s, val, err, cap, where))
+      ok = false;
   }
   fclose(f);
   return ok;
 }
 
+/* PDBSYM_ variables that are not settings but are known: the config file's,
+ * the log level's of commands that set their own default, and the test
+ * suite's (tests/integration/harness.py; CMakeLists.txt sets them for every
+ * test).  Any other unknown PDBSYM_ variable is a warning. */
+static const char *const KNOWN_ENV[] = {"PDBSYM_CONFIG", "PDBSYM_SOURCE_DIR", "PDBSYM_BIN",
+                                        "PDBSYM_BUILD_DIR", "PDBSYM_LLVM_BIN", NULL};
+
+static void warn_unknown_env(cfg_warn_fn warn, void *ctx) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "PDBSYM_", 7) != 0)
+      continue;
+    size_t n = strcspn(*e, "=");
+    bool known = !strncmp(*e, "PDBSYM_TEST_", 12);
+    for (const char *const *k = KNOWN_ENV; *k && !known; k++)
+      known = strlen(*k) == n && !strncmp(*e, *k, n);
+    char key[80];
+    size_t kl = 0;
+    for (const char *p = *e + 7; p < *e + n && kl + 1 < sizeof key; p++)
+      key[kl++] = (char)tolower((unsigned char)*p);
+    key[kl] = '\0';
+    if (known || find(key, kl))
+      continue;
+    char msg[400], up[80];
+    const char *near = cfg_nearest(key);
+    size_t i = 0;
+    for (; near[i] && i + 1 < sizeof up; i++)
+      up[i] = (char)toupper((unsigned char)near[i]);
+    up[i] = '\0';
+    snprintf(msg, sizeof msg, "%.*s is not a setting and is ignored; did you mean PDBSYM_%s?",
+             (int)(n > 100 ? 100 : n), *e, up);
+    warn(ctx, msg);
+  }
+}
+
+static void warn_stderr(void *ctx, const char *msg) {
+  fprintf(stderr, "%s: warning: %s\n", ctx ? (const char *)ctx : "pdbsym", msg);
+}
+
 int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap) {
+  return cfg_load_warn(c, argc, argv, err, cap, warn_stderr, NULL);
+}
+
+int cfg_load_warn(srv_config *c, int argc, char **argv, char *err, size_t cap, cfg_warn_fn warn,
+                  void *ctx) {
   memset(c, 0, sizeof *c);
   for (size_t i = 0; i < NSETTINGS; i++)
     if (!set_value(c, &settings[i], settings[i].def, err, cap, "default"))
@@ -262,9 +575,13 @@ int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap) {
       name[n++] = (char)toupper((unsigned char)*k);
     name[n] = '\0';
     const char *v = getenv(name);
-    if (v && !set_value(c, &settings[i], v, err, cap, name))
+    char where[80];
+    snprintf(where, sizeof where, "environment %s", name);
+    if (v && !set_value(c, &settings[i], v, err, cap, where))
       return 2;
   }
+  if (warn)
+    warn_unknown_env(warn, ctx);
   /* the config file: flag first, else PDBSYM_CONFIG */
   const char *file = getenv("PDBSYM_CONFIG");
   for (int i = 1; i < argc; i++) {
@@ -313,7 +630,16 @@ int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap) {
     size_t klen = eq ? (size_t)(eq - a) : strlen(a);
     const cf_setting *s = find(a, klen);
     if (!s) {
-      seterr(err, cap, "unknown option '--%.*s' (see --help)", (int)klen, a);
+      char key[80];
+      snprintf(key, sizeof key, "%.*s", (int)(klen > 79 ? 79 : klen), a);
+      const char *near = cfg_nearest(key);
+      char flag[80];
+      size_t j = 0;
+      for (; near[j] && j + 1 < sizeof flag; j++)
+        flag[j] = near[j] == '_' ? '-' : near[j];
+      flag[j] = '\0';
+      seterr(err, cap, "unknown option '--%.*s'; did you mean --%s? (see --help)", (int)klen, a,
+             flag);
       return 2;
     }
     const char *val;
@@ -328,21 +654,58 @@ int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap) {
       return 2;
     }
     char where[80];
-    snprintf(where, sizeof where, "--%s", s->key);
+    snprintf(where, sizeof where, "flag --%.*s", (int)klen, a);
     if (!set_value(c, s, val, err, cap, where))
       return 2;
   }
   return 0;
 }
 
+bool cfg_set(srv_config *c, const char *key, const char *val, const char *where, char *err,
+             size_t cap) {
+  const cf_setting *s = find(key, strlen(key));
+  if (!s) {
+    seterr(err, cap, "no setting %s", key);
+    return false;
+  }
+  return set_value(c, s, val, err, cap, where);
+}
+
+/* The kind of a setting as --help shows it: "[seconds]", "[count 1..256]". */
+static void kind_name(const cf_setting *s, char *buf, size_t cap) {
+  static const char *const names[] = {
+      [CF_STR] = "text",   [CF_U64] = "count",   [CF_SIZE] = "size",   [CF_SECS] = "seconds",
+      [CF_MS] = "ms",      [CF_BOOL] = "bool",   [CF_LISTEN] = "listen", [CF_ENUM] = "word",
+      [CF_DIR] = "folder", [CF_CACHE] = "cache-folder"};
+  const char *n = names[s->type];
+  if (!strcmp(s->key, "symbol_path"))
+    n = "symbol-path";
+  else if (!strcmp(s->key, "cors_origins"))
+    n = "origins";
+  uint64_t dflt_max = s->type == CF_SECS ? CF_SECS_MAX : s->type == CF_MS ? CF_SECS_MAX * 1000 : 0;
+  if (s->type == CF_ENUM)
+    snprintf(buf, cap, "[%s %s]", n, s->allowed);
+  else if (s->min || (s->max && s->max != dflt_max))
+    snprintf(buf, cap, "[%s %llu..%s%.0llu]", n, (unsigned long long)s->min, s->max ? "" : "",
+             (unsigned long long)s->max);
+  else
+    snprintf(buf, cap, "[%s]", n);
+}
+
 void cfg_help(FILE *out) {
   fprintf(out, "settings (flag --KEY, environment PDBSYM_KEY, config file `key = value`):\n");
   for (size_t i = 0; i < NSETTINGS; i++) {
-    fprintf(out, "  %-28s default %-8s %s\n", settings[i].key,
-            *settings[i].def ? settings[i].def : "\"\"", settings[i].help);
+    char kind[64];
+    kind_name(&settings[i], kind, sizeof kind);
+    fprintf(out, "  %-28s default %-8s %s %s\n", settings[i].key,
+            *settings[i].def ? settings[i].def : "\"\"", kind, settings[i].help);
   }
   fprintf(out, "  --config FILE (or PDBSYM_CONFIG) reads a config file; precedence:\n"
-               "  defaults < environment < config file < flags.\n");
+               "  defaults < environment < config file < flags.\n"
+               "  Sizes take K, M, G, T (binary: 64K, 8M); durations in seconds take s, m, h, d\n"
+               "  (30, 5m, 2h), download_retry_base_ms takes ms or s.  In a config file a '#'\n"
+               "  after white space starts a comment; quote a value (\"...\") to keep one.\n"
+               "  A bad value stops the command with exit status 2 and one line naming it.\n");
 }
 
 void cfg_print(const srv_config *c, FILE *out) {
@@ -351,10 +714,16 @@ void cfg_print(const srv_config *c, FILE *out) {
     const char *base = (const char *)c + s->off;
     switch (s->type) {
     case CF_STR:
+    case CF_LISTEN:
+    case CF_ENUM:
+    case CF_DIR:
+    case CF_CACHE:
       fprintf(out, "%s = %s\n", s->key, base);
       break;
     case CF_U64:
     case CF_SIZE:
+    case CF_SECS:
+    case CF_MS:
       fprintf(out, "%s = %llu\n", s->key,
               (unsigned long long)*(const uint64_t *)(const void *)base);
       break;

@@ -117,8 +117,38 @@ void cfg_dl_limits(const srv_config *c, dl_limits *out);
 
 /* Fills c from defaults, environment, config file (--config FILE or
  * PDBSYM_CONFIG) and flags argv[1..argc-1].  Returns 0 on success, 1 when
- * --help was asked (help printed to stdout), 2 on an error (message in err). */
+ * --help was asked (help printed to stdout), 2 on an error (message in err).
+ *
+ * Every value is read by the one reader of its setting's kind (a count, a
+ * size with K/M/G/T, a duration in seconds with s/m/h/d or milliseconds with
+ * ms/s, a bool, HOST:PORT with a port 0 to 65535, a word from a list, a
+ * folder that must exist...), whichever of the three places it came from, and
+ * a bad one gives one line in err: "bad setting KEY = 'VALUE' (WHERE): want
+ * ...", WHERE being "environment PDBSYM_KEY", "config file F line N" or
+ * "flag --key".  In a config file an unquoted value ends at a '#' after white
+ * space (a comment); a double-quoted value is taken as written.
+ * A PDBSYM_ variable that names no setting is passed to warn (one line naming
+ * the nearest setting); cfg_load prints it on stderr. */
 int cfg_load(srv_config *c, int argc, char **argv, char *err, size_t cap);
+typedef void (*cfg_warn_fn)(void *ctx, const char *msg);
+int cfg_load_warn(srv_config *c, int argc, char **argv, char *err, size_t cap, cfg_warn_fn warn,
+                  void *ctx);
+
+/* Sets one setting from text, through the same reader (where: "flag
+ * --cache-dir" and so on); false with err set as cfg_load sets it. */
+bool cfg_set(srv_config *c, const char *key, const char *val, const char *where, char *err,
+             size_t cap);
+
+/* The setting whose key is nearest to key (edit distance). */
+const char *cfg_nearest(const char *key);
+
+/* A check another room owns for a text setting (symbol_path's syntax is the
+ * fetch room's, cors_origins' the service's): set once by main
+ * (settings_setup) before any setting is read, then applied to a non-empty
+ * value from any place.  fn returns false with what is allowed in why.  At
+ * most four keys. */
+typedef bool (*cfg_check_fn)(const char *val, char *why, size_t cap);
+void cfg_set_check(const char *key, cfg_check_fn fn);
 
 /* Prints every setting, its environment variable, default and meaning. */
 void cfg_help(FILE *out);

@@ -2524,3 +2524,59 @@ fetch_status fetch_image(fetcher *f, const module_id *m, fetch_verify_fn verify,
   return run_sync(f, m, true, ST_FORMAT_UNKNOWN, verify, ctx, path_out, path_cap, source_out,
                   source_cap, diag);
 }
+
+/* ------------------------------------------ checking a symbol path alone */
+
+/* Parses path as fetch_open would, into a fetcher that holds only its
+ * sources.  NULL (with why set) when the path is bad. */
+static fetcher *parse_alone(const char *path, char *why, size_t cap) {
+  fetcher *f = calloc(1, sizeof *f);
+  if (!f) {
+    snprintf(why, cap, "out of memory");
+    return NULL;
+  }
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (parse_symbol_path(f, path, NULL, &d) != PS_E_OK) {
+    snprintf(why, cap, "%s", d.detail[0] ? d.detail : "not a symbol path");
+    for (size_t i = 0; i < f->nsrc; i++) {
+      free(f->src[i].base);
+      curl_slist_free_all(f->src[i].headers);
+    }
+    free(f);
+    return NULL;
+  }
+  return f;
+}
+
+bool fetch_symbol_path_check(const char *path, char *why, size_t cap) {
+  fetcher *f = parse_alone(path, why, cap);
+  if (!f)
+    return false;
+  for (size_t i = 0; i < f->nsrc; i++) {
+    free(f->src[i].base);
+    curl_slist_free_all(f->src[i].headers);
+  }
+  free(f);
+  return true;
+}
+
+size_t fetch_symbol_path_folders(const char *path, void (*each)(void *ctx, const char *folder),
+                                 void *ctx) {
+  char why[256];
+  fetcher *f = parse_alone(path, why, sizeof why);
+  if (!f)
+    return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < f->nsrc; i++) {
+    if (!f->src[i].http) {
+      n++;
+      if (each)
+        each(ctx, f->src[i].base);
+    }
+    free(f->src[i].base);
+    curl_slist_free_all(f->src[i].headers);
+  }
+  free(f);
+  return n;
+}

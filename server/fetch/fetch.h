@@ -211,4 +211,13 @@ size_t fetch_candidates(const module_id *m, st_format fmt, bool image,
  * does not fit. */
 bool fetch_url_escape(const char *in, char *out, size_t cap);
 
+/* Whether path is a symbol path fetch_open would take (its syntax only:
+ * nothing is read or asked); false with what is wrong in why. */
+bool fetch_symbol_path_check(const char *path, char *why, size_t cap);
+
+/* Calls each (may be NULL) with every folder source of path, in order;
+ * returns how many there are (0 for a bad path). */
+size_t fetch_symbol_path_folders(const char *path, void (*each)(void *ctx, const char *folder),
+                                 void *ctx);
+
 #endif

@@ -247,16 +247,26 @@ static bool origin_syntax_ok(const char *s, size_t n) {
   return p == n;
 }
 
-bool api_check_config(const srv_config *cfg, char *err, size_t cap) {
+bool api_check_origins(const char *val, char *why, size_t cap) {
   const char *s;
   size_t n;
-  for (const char *p = cfg->cors_origins; (p = next_origin(p, &s, &n)) != NULL;) {
+  for (const char *p = val; (p = next_origin(p, &s, &n)) != NULL;) {
     if (!origin_syntax_ok(s, n)) {
-      snprintf(err, cap,
-               "cors_origins: '%.*s' is not an origin (scheme://host[:port], no path), * or null",
-               (int)(n > 200 ? 200 : n), s);
+      snprintf(why, cap,
+               "want origins (scheme://host[:port], no path), * or null, comma-separated; "
+               "'%.*s' is not one",
+               (int)(n > 100 ? 100 : n), s);
       return false;
     }
+  }
+  return true;
+}
+
+bool api_check_config(const srv_config *cfg, char *err, size_t cap) {
+  char why[256];
+  if (!api_check_origins(cfg->cors_origins, why, sizeof why)) {
+    snprintf(err, cap, "cors_origins = '%.200s': %s", cfg->cors_origins, why);
+    return false;
   }
   if (!cfg->v5_max_frames || !cfg->v5_max_jobs) {
     snprintf(err, cap, "v5_max_frames and v5_max_jobs must be > 0");

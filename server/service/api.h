@@ -112,6 +112,9 @@ void api_cors(const api *a, api_route_id route, const char *origin, api_response
 /* Checks the settings only the routes read (cors_origins, the v5 limits);
  * false with a message in err naming the setting. */
 bool api_check_config(const srv_config *cfg, char *err, size_t cap);
+/* Whether val is a cors_origins value (the settings' check of it); false
+ * with what is allowed in why. */
+bool api_check_origins(const char *val, char *why, size_t cap);
 
 /* Routes whose requests count toward max_inflight (they may wait on the engine). */
 bool api_route_heavy(api_route_id r);

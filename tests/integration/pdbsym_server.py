@@ -214,12 +214,11 @@ class SlowUpstream:
         self.t.start()
 
     def env(self):
-        """Environment for a server whose fetches take `delay` seconds, with the
-        real engine (through this upstream) or the placeholder engine."""
+        """Environment for a server whose fetches go to this upstream (each
+        answered after `delay` seconds)."""
         return {
             "PDBSYM_SYMBOL_PATH": "srv*http://127.0.0.1:%d" % self.port,
             "PDBSYM_OFFLINE": "false",
-            "PDBSYM_PLACEHOLDER_DELAY_MS": str(int(self.delay * 1000)),
         }
 
     def close(self):
