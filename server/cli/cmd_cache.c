@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
 #include "fetch.h"
+#include "module.h"
 #include "settings.h"
 #include "store.h"
 
@@ -58,12 +60,18 @@ static const char *SUB_HELP[][2] = {
               "Prints the database's path and size, the cap, the number of modules and\n"
               "negative entries, and the line rows they hold, one 'name: value' a line.\n"},
     {"list", "usage: pdbsym cache list [--cache-dir DIR]\n\n"
-             "Prints one line per entry, least recently used first, tab-separated:\n"
-             "last use (UTC), status, line rows, bytes, cache key, source or error.\n"},
-    {"evict", "usage: pdbsym cache evict MODULE [--cache-dir DIR]\n\n"
-              "Removes MODULE: a cache key as 'pdbsym cache list' prints it, or a debug\n"
-              "file name (ntdll.pdb) for every version of that file.  Exit status 1 when\n"
-              "nothing matched.\n"},
+             "Prints a header line, then one line per entry, least recently used first,\n"
+             "tab-separated: last_used (UTC), status, rows (line rows and sequence points),\n"
+             "bytes, key, source_or_error.\n"},
+    {"evict", "usage: pdbsym cache evict MODULE [--cache-dir DIR]\n"
+              "       pdbsym cache evict DEBUG_FILE DEBUG_ID [--cache-dir DIR]\n\n"
+              "Removes a module.  MODULE is a key as 'pdbsym cache list' prints it\n"
+              "(c-x64-o2.pdb/3AF620A1B67EFBBE4C4C44205044422E1), in any case; or\n"
+              "DEBUG_FILE/DEBUG_ID or DEBUG_FILE DEBUG_ID with the id in any form\n"
+              "'pdbsym dump' and 'pdbsym warm' print (GUID-age, 32 hex digits and the age,\n"
+              "a GUID alone for a Portable PDB); CODE_FILE/CODE_ID for a remembered image;\n"
+              "or a debug file name alone (ntdll.pdb) for every version of that file.\n"
+              "Exit status 1 when nothing matched.\n"},
     {"verify", "usage: pdbsym cache verify [--fix] [--cache-dir DIR]\n\n"
                "Runs SQLite's integrity check, then loads every module and checks its\n"
                "counts, checksum and indices, and looks for unfinished downloads that\n"
@@ -342,6 +350,7 @@ static bool print_row(void *ctx, const store_module_info *m) {
 }
 
 static int do_list(store *s) {
+  printf("last_used\tstatus\trows\tbytes\tkey\tsource_or_error\n");
   if (store_list(s, print_row, NULL) != PS_E_OK) {
     fprintf(stderr, "pdbsym cache list: cannot read %s; try 'pdbsym cache verify'\n",
             store_path(s));
@@ -350,7 +359,69 @@ static int do_list(store *s) {
   return 0;
 }
 
-static int do_evict(store *s, const char *arg) {
+/* The cache keys arg may name: a key in any case, DEBUG_FILE/DEBUG_ID with
+ * the id in any form module.h reads (both formats' keys when the id has an
+ * age: a Windows PDB's, and a Portable PDB's, whose key ignores it), or
+ * CODE_FILE/CODE_ID.  Returns how many were written into keys. */
+static int evict_keys(const char *file, const char *id, char keys[][300]) {
+  module_id m;
+  memset(&m, 0, sizeof m);
+  const char *why;
+  int n = 0;
+  if (!module_parse_file_name(file, m.debug_file, sizeof m.debug_file, &why))
+    return 0;
+  bool has_age = false;
+  if (module_parse_debug_id_ex(id, m.guid, &m.age, &has_age, &why)) {
+    if (has_age)
+      module_cache_key(&m, ST_FORMAT_WINDOWS, keys[n++], 300);
+    module_cache_key(&m, ST_FORMAT_PORTABLE, keys[n++], 300);
+  }
+  uint32_t ts, size;
+  if (module_parse_code_id(id, &ts, &size, &why)) {
+    memcpy(m.code_file, m.debug_file, sizeof m.code_file);
+    m.code_timestamp = ts;
+    m.code_size = size;
+    m.has_code_id = true;
+    module_image_key(&m, keys[n++], 300);
+  }
+  return n;
+}
+
+static int do_evict(store *s, const char *arg, const char *id_arg) {
+  char keys[3][300];
+  int nk = 0;
+  if (id_arg) {
+    nk = evict_keys(arg, id_arg, keys);
+  } else {
+    const char *slash = strchr(arg, '/');
+    if (slash && !strchr(slash + 1, '/') && (size_t)(slash - arg) < 300) {
+      char file[300];
+      memcpy(file, arg, (size_t)(slash - arg));
+      file[slash - arg] = '\0';
+      nk = evict_keys(file, slash + 1, keys);
+    }
+  }
+  if (nk || id_arg) {
+    int evicted = 0;
+    for (int i = 0; i < nk; i++) {
+      ps_err e = store_evict(s, keys[i]);
+      if (e == PS_E_OK) {
+        printf("evicted %s\n", keys[i]);
+        evicted++;
+      } else if (e != PS_E_NOT_FOUND) {
+        fprintf(stderr, "pdbsym cache evict: %s: %s; is another pdbsym writing? try again\n",
+                keys[i], ps_strerror(e));
+        return 1;
+      }
+    }
+    if (evicted)
+      return 0;
+    if (id_arg || nk) {
+      fprintf(stderr, "pdbsym cache evict: no module %s%s%s in %s; 'pdbsym cache list' shows the keys\n",
+              arg, id_arg ? " " : "", id_arg ? id_arg : "", store_path(s));
+      return 1;
+    }
+  }
   ps_err e = store_evict(s, arg);
   if (e == PS_E_OK) {
     printf("evicted %s\n", arg);
@@ -471,7 +542,7 @@ int cmd_cache(int argc, char **argv) {
     return 2;
   }
   cache_opts o = {.modules = 1, .lines = 1000, .seed = 1, .prefix = "synth-"};
-  const char *arg = NULL;
+  const char *arg = NULL, *id_arg = NULL;
   settings set;
   settings_init(&set, argc, argv);
   for (int i = 2; i < argc; i++) {
@@ -509,6 +580,8 @@ int cmd_cache(int argc, char **argv) {
       return 2;
     } else if (!arg && !strcmp(sub, "evict")) {
       arg = a;
+    } else if (!id_arg && arg && !strcmp(sub, "evict")) {
+      id_arg = a;
     } else {
       fprintf(stderr, "pdbsym cache %s: unexpected argument '%s'; run 'pdbsym cache %s --help'\n",
               sub, a, sub);
@@ -526,6 +599,16 @@ int cmd_cache(int argc, char **argv) {
     fprintf(stderr, "pdbsym cache: no cache folder; set PDBSYM_CACHE_DIR or pass --cache-dir\n");
     return 2;
   }
+  /* looking after a cache never makes one: a folder without a database is
+   * a mistyped --cache-dir more often than an empty cache */
+  char db[1200];
+  struct stat st;
+  snprintf(db, sizeof db, "%s/pdbsym.sqlite", o.dir);
+  if (!hidden && stat(db, &st) != 0) {
+    fprintf(stderr, "pdbsym cache %s: no cache in %s (no pdbsym.sqlite there); check --cache-dir "
+                    "or PDBSYM_CACHE_DIR ('pdbsym warm' or 'pdbsym serve' make one)\n", sub, o.dir);
+    return 1;
+  }
   store_config cfg = {.dir = o.dir, .max_bytes = o.max_bytes};
   store *s = NULL;
   ps_diag d;
@@ -542,7 +625,7 @@ int cmd_cache(int argc, char **argv) {
   else if (!strcmp(sub, "list"))
     status = do_list(s);
   else if (!strcmp(sub, "evict"))
-    status = do_evict(s, arg);
+    status = do_evict(s, arg, id_arg);
   else if (!strcmp(sub, "verify"))
     status = do_verify(s, o.dir, o.fix);
   else if (!strcmp(sub, "clear"))

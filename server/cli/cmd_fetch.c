@@ -59,6 +59,11 @@ static bool parse_num(const char *s, long long *out) {
   return true;
 }
 
+static void fetch_warn(void *ctx, const char *msg) {
+  (void)ctx;
+  fprintf(stderr, "pdbsym fetch: warning: %s\n", msg);
+}
+
 int cmd_fetch(int argc, char **argv) {
   fetch_config cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -139,6 +144,7 @@ int cmd_fetch(int argc, char **argv) {
   headers[nh] = NULL;
   cfg.headers = nh ? headers : NULL;
   cfg.symbol_path = set.symbol_path;
+  settings_warn_folders(&set.cfg, fetch_warn, NULL);
 
   module_id m;
   memset(&m, 0, sizeof m);

@@ -14,7 +14,8 @@
  * Two passes, each on --jobs threads: first the local files (so that a PDB
  * lying next to its image is never downloaded), then the modules to resolve
  * through the engine (symbol path), each counted once.  On a terminal a
- * progress bar is drawn on stderr, elsewhere one log line per module.
+ * progress bar is drawn on stderr; the report (a line per module, the summary)
+ * goes to stdout.
  *
  * Ctrl-C (SIGINT, or SIGTERM) stops taking new work and lets the modules in
  * progress finish; a second one quits at once.  Every module is stored in its
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <zlib.h>
 
 #include "cli.h"
 #include "engine.h"
@@ -283,6 +285,22 @@ static int walk(task_list *l, const char *path, int depth) {
   return rc;
 }
 
+/* Whether a gzip'ed file holds a symbol file or an image: its first 4 KiB
+ * inflated are sniffed, so that other .gz files of a folder (the fixtures'
+ * *.jsonl.gz oracles, logs) are passed over, not counted as failures. */
+static bool gz_symbols(const char *path) {
+  gzFile gz = gzopen(path, "rb");
+  if (!gz)
+    return true; /* let the reader say why */
+  uint8_t buf[4096];
+  int n = gzread(gz, buf, sizeof buf);
+  gzclose(gz);
+  if (n < 0)
+    return true; /* a broken stream: reported as a failure */
+  load_kind kind = loader_sniff(buf, (size_t)n);
+  return kind != LOAD_UNKNOWN || (n >= 2 && buf[0] == 'M' && buf[1] == 'Z');
+}
+
 /* Looks at every walked file once, without parsing symbols: PE images add the
  * PDBs their CodeView entries name to *resolve (once each) and are kept in
  * *images; PE images with an embedded Portable PDB, PDB files and .gz files
@@ -295,7 +313,7 @@ static void scan(task_list *files, task_list *resolve, key_set *wanted, image_li
     ps_diag_clear(&d);
     bool stay = false;
     if (symfile_gzipped(t->path)) {
-      stay = true;
+      stay = gz_symbols(t->path);
     } else if (filemap_open(&fm, t->path, 0, &d) == PS_E_OK) {
       load_kind kind = loader_sniff(fm.data, fm.len);
       pe_info info;
@@ -593,13 +611,18 @@ static void report(warm_state *w, result r, const char *what, const char *detail
   case R_FAILED: w->failed++; break;
   }
   static const char *const names[] = {"found", "cached", "missing", "failed"};
+  /* the report on stdout, the bar (a diagnostic) on stderr */
   if (w->tty) {
     if (r == R_FAILED || r == R_MISSING) {
-      fprintf(stderr, "\r\033[K%s: %s (%s)\n", names[r], what, detail ? detail : "");
+      fprintf(stderr, "\r\033[K");
+      fflush(stderr);
+      printf("warm: %s %s (%s)\n", names[r], what, detail ? detail : "");
+      fflush(stdout);
       draw_bar(w);
     }
   } else if (!w->quiet || r == R_FAILED || r == R_MISSING) {
-    fprintf(stderr, "warm: %s %s (%s)\n", names[r], what, detail ? detail : "");
+    printf("warm: %s %s (%s)\n", names[r], what, detail ? detail : "");
+    fflush(stdout);
   }
   pthread_mutex_unlock(&w->mu);
 }
@@ -694,8 +717,10 @@ static void warm_usage(FILE *out) {
           "  --quiet, -q         log only missing and failed modules (the bar on a\n"
           "                      terminal stays)\n"
           "%s\n"
-          "On a terminal a progress bar is drawn on stderr, elsewhere one line per module;\n"
-          "either way a summary line ends the run.\n\n"
+          "The report goes to stdout: one line per module ('warm: found NAME ID (source)';\n"
+          "when stderr is a terminal, only the missing and failed ones, and a progress\n"
+          "bar on stderr), then a summary line.  Other .gz files than gzip'ed PDBs and\n"
+          "images (a folder's *.jsonl.gz, logs) are passed over.\n\n"
           "Exit status: 0 all done, 1 some modules failed or are missing (see\n"
           "--allow-failures) or the cache could not be opened, 2 usage error,\n"
           "130 interrupted (run the same command again to resume).\n",
@@ -849,8 +874,7 @@ int cmd_warm(int argc, char **argv) {
   char rest[80] = "";
   if (warm_interrupted)
     snprintf(rest, sizeof rest, ", %zu not started (interrupted: run again to resume)", left);
-  fprintf(stderr,
-          "warm: %zu found, %zu already cached, %zu missing, %zu failed, %.1f MiB in %.1f s%s\n",
+  printf("warm: %zu found, %zu already cached, %zu missing, %zu failed, %.1f MiB in %.1f s%s\n",
           w.found, w.cached, w.missing, w.failed, (double)w.bytes / 1048576.0, secs, rest);
   engine_close(eng);
   if (have_img_dir)

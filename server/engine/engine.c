@@ -765,8 +765,12 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
   int nf = formats_for(&j->m, fmts);
   int64_t ttl = 0;
   snprintf(j->error, sizeof j->error, "%s", err ? err : "");
-  if (status == MOD_MISSING && !j->error[0])
+  if (status == MOD_MISSING && !j->error[0] && e->fetch)
     snprintf(j->error, sizeof j->error, "no symbol source has %.200s", j->m.debug_file);
+  else if (status == MOD_MISSING && !j->error[0]) /* offline: say so, it is the reason */
+    snprintf(j->error, sizeof j->error,
+             "offline: %.120s is not in the cache, and no symbol source is read offline "
+             "(folders included)", j->m.debug_file);
   if (e->fetch) { /* offline: remember nothing */
     char key[320];
     module_cache_key(&j->m, fmts[0], key, sizeof key);

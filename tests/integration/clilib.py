@@ -130,9 +130,9 @@ def native_store(srv):
     return rows
 
 
-def summary(stderr):
+def summary(stdout):
     """The counts of warm's summary line: {"found": n, "already cached": n, ...}."""
-    for line in reversed(stderr.splitlines()):
+    for line in reversed(stdout.splitlines()):
         if line.startswith("warm: ") and " found, " in line:
             out = {}
             for part in line[len("warm: "):].split(", "):

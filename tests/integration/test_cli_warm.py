@@ -50,16 +50,17 @@ try:
         shutil.copy(os.path.join(clilib.NATIVE, r["exe"]), d)
     rc, out, err = sb.run(["warm", "--jobs", "4", images], env=sp)
     c.eq("warm images: exit", rc, 0)
-    c.eq("warm images: summary", summary(err),
+    c.eq("warm images: summary", summary(out),
          {"found": len(rows), "already cached": 0, "missing": 0, "failed": 0})
-    c.eq("warm images: one log line per module", err.count("warm: found "), len(rows))
-    c.true("warm images: no terminal codes off a terminal", "\r" not in err and "\033" not in err, err[-300:])
+    c.eq("warm images: one report line per module, on stdout", out.count("warm: found "), len(rows))
+    c.eq("warm images: nothing on stderr (diagnostics only)", err, "")
+    c.true("warm images: no terminal codes off a terminal", "\r" not in out and "\033" not in out, out[-300:])
     hits = srv.hits()["hits"]
     c.eq("warm images: each PDB fetched once", sorted(hits.get(r["path"], 0) for r in rows), [1] * len(rows))
 
     rc, out, err = sb.run(["warm", "--jobs", "8", images], env=sp)
     c.eq("warm images again: exit", rc, 0)
-    c.eq("warm images again: all already cached", summary(err),
+    c.eq("warm images again: all already cached", summary(out),
          {"found": 0, "already cached": len(rows), "missing": 0, "failed": 0})
     c.eq("warm images again: no download", srv.hits()["hits"], hits)
 
@@ -84,21 +85,21 @@ try:
             f.write(text)
         rc, out, err = sb2.run(["warm", "--modules", "list.txt"], env=sp)
         c.eq("text list: exit 1 with a module missing", rc, 1)
-        c.eq("text list: summary", summary(err), {"found": 4, "already cached": 0, "missing": 1, "failed": 0})
-        c.true("text list: the missing module named", "missing nowhere.pdb" in err, err)
+        c.eq("text list: summary", summary(out), {"found": 4, "already cached": 0, "missing": 1, "failed": 0})
+        c.true("text list: the missing module named", "missing nowhere.pdb" in out, out)
         rc, out, err = sb2.run(["warm", "--allow-failures", "--modules", "list.txt"], env=sp)
         c.eq("text list again, --allow-failures: exit 0", rc, 0)
-        c.eq("text list again: summary", summary(err), {"found": 0, "already cached": 4, "missing": 1, "failed": 0})
+        c.eq("text list again: summary", summary(out), {"found": 0, "already cached": 4, "missing": 1, "failed": 0})
 
         mods = [{"debug_file": r["cv_path"], "debug_id": r["symkey"]} for r in rows[:6]]
         rc, out, err = sb2.run(["warm", "--modules", "-"], stdin=json.dumps({"modules": mods}), env=sp)
         c.eq("JSON list on stdin: exit", rc, 0)
-        c.eq("JSON list: summary", summary(err), {"found": 2, "already cached": 4, "missing": 0, "failed": 0})
+        c.eq("JSON list: summary", summary(out), {"found": 2, "already cached": 4, "missing": 0, "failed": 0})
         with open(sb2.path("list.json"), "w") as f:
             json.dump(mods, f)
         rc, out, err = sb2.run(["warm", "--modules=list.json", "-q"], env=sp)
         c.eq("JSON array file, --quiet: all cached, no per-module lines",
-             (rc, summary(err), err.count("\n")), (0, {"found": 0, "already cached": 6, "missing": 0, "failed": 0}, 1))
+             (rc, summary(out), out.count("\n")), (0, {"found": 0, "already cached": 6, "missing": 0, "failed": 0}, 1))
 
         for bad, why in (("nowhere.pdb\n", "expected 'debug_file debug_id"),
                          ("bad|name.pdb 00112233445566778899AABBCCDDEEFF1\n", ""),
@@ -131,11 +132,11 @@ try:
         rc, out, err = sb3.run(["warm", "-j", "1", "--offline", pdbs], env=sp)
         n = len(rows) + 3
         c.eq("PDB folder: exit", rc, 0)
-        c.eq("PDB folder: summary", summary(err), {"found": n, "already cached": 0, "missing": 0, "failed": 0})
+        c.eq("PDB folder: summary", summary(out), {"found": n, "already cached": 0, "missing": 0, "failed": 0})
         c.eq("PDB folder: no request upstream", srv.hits()["total"], 0)
         rc, out, err = sb3.run(["warm", pdbs], env=sp)  # online now: still nothing to fetch
         c.eq("PDB folder again: all cached, nothing fetched",
-             (rc, summary(err), srv.hits()["total"]), (0, {"found": 0, "already cached": n, "missing": 0, "failed": 0}, 0))
+             (rc, summary(out), srv.hits()["total"]), (0, {"found": 0, "already cached": n, "missing": 0, "failed": 0}, 0))
         rc, out, err = sb3.run(["cache", "list"])
         c.eq("PDB folder: cache list has every module", (rc, len([ln for ln in out.splitlines() if ".pdb/" in ln.lower()])),
              (0, n))
@@ -169,8 +170,8 @@ try:
             f.write(data[:40] + bytes(len(data) - 40))
         rc, out, err = sb4.run(["warm", "--offline", "bad"])
         c.eq("corrupt PDB: exit 1", rc, 1)
-        c.eq("corrupt PDB: summary", summary(err), {"found": 0, "already cached": 0, "missing": 0, "failed": 1})
-        c.true("corrupt PDB: the file is named", "failed" in err and "broken.pdb" in err, err)
+        c.eq("corrupt PDB: summary", summary(out), {"found": 0, "already cached": 0, "missing": 0, "failed": 1})
+        c.true("corrupt PDB: the file is named", "failed" in out and "broken.pdb" in out, out)
         rc, out, err = sb4.run(["warm", "--offline", "--allow-failures", "bad"])
         c.eq("corrupt PDB, --allow-failures: exit 0", rc, 0)
         for bad in (["--jobs", "0"], ["--jobs", "x"], ["--jobs"], ["--frobnicate"], []):
@@ -194,7 +195,7 @@ try:
         srv.reset()
         rc, out, err = sb8.run(["warm", "app"], env=sp)
         hits = srv.hits()["hits"]
-        c.eq("managed image: the PDB fetched", (rc, summary(err), hits.get(pdb_path)),
+        c.eq("managed image: the PDB fetched", (rc, summary(out), hits.get(pdb_path)),
              (0, {"found": 1, "already cached": 0, "missing": 0, "failed": 0}, 1))
         c.eq("managed image: the image itself never asked upstream", [h for h in hits if "demo.dll" in h.lower()], [])
         sp0 = [x for x in map(json.loads, open(os.path.join(wd, "Demo.pdb.winpdb.jsonl"))) if x["kind"] == "sp"][0]
@@ -227,7 +228,7 @@ try:
             os.makedirs(sb9.path("pdb"))
             shutil.copy(os.path.join(wd, "Demo.pdb"), sb9.path("pdb"))
             rc, out, err = sb9.run(["warm", "--offline", "pdb"])
-            c.eq("names %s: the PDB alone warmed" % how, (rc, summary(err)["found"]), (0, 1))
+            c.eq("names %s: the PDB alone warmed" % how, (rc, summary(out)["found"]), (0, 1))
             c.eq("names %s: its own name only" % how, function(), sp0["method"].split("::")[-1])
             os.makedirs(sb9.path("app"))
             shutil.copy(os.path.join(wd, "Demo.dll"), sb9.path("app"))
@@ -235,11 +236,11 @@ try:
                 shutil.copy(os.path.join(wd, "Demo.pdb"), sb9.path("app"))
             srv.reset()
             rc, out, err = sb9.run(["warm", "app"], env=sp)
-            c.eq("names %s: stored again, not 'already cached'" % how, (rc, summary(err)["found"]), (0, 1))
+            c.eq("names %s: stored again, not 'already cached'" % how, (rc, summary(out)["found"]), (0, 1))
             c.eq("names %s: nothing asked upstream" % how, srv.hits()["total"], 0)
             c.eq("names %s: the full name" % how, function(), sp0["method"].replace("::", ".").replace("/", "+"))
             rc, out, err = sb9.run(["warm", "app"], env=sp)
-            c.eq("names %s: a third walk finds it cached" % how, (rc, summary(err)["already cached"]), (0, 1))
+            c.eq("names %s: a third walk finds it cached" % how, (rc, summary(out)["already cached"]), (0, 1))
         finally:
             sb9.close()
 
@@ -255,7 +256,7 @@ try:
             asked = set(p.split("/")[1].lower() for p in srv.hits()["hits"])
             c.eq("ReadyToRun image: both CodeView entries asked for",
                  asked >= {"system.threading.thread.ni.pdb", "system.threading.thread.pdb"}, True)
-            c.eq("ReadyToRun image: 2 missing, exit 1", (rc, summary(err)),
+            c.eq("ReadyToRun image: 2 missing, exit 1", (rc, summary(out)),
                  (1, {"found": 0, "already cached": 0, "missing": 2, "failed": 0}))
         finally:
             sb5.close()
@@ -294,7 +295,7 @@ try:
             for r in slow:
                 f.write("%s %s\n" % (clilib.debug_file(r), r["symkey"]))
         errf = open(sb7.path("err"), "w+")
-        p = sb7.popen(["warm", "--jobs", "2", "--modules", "list.txt"], env=sp, stdout=subprocess.DEVNULL, stderr=errf)
+        p = sb7.popen(["warm", "--jobs", "2", "--modules", "list.txt"], env=sp, stdout=errf, stderr=errf)
         deadline = time.time() + 60
         while time.time() < deadline and p.poll() is None:
             with open(sb7.path("err")) as f:
@@ -307,7 +308,7 @@ try:
         errf.seek(0)
         err = errf.read()
         errf.close()
-        s = summary(err) or {}
+        s = summary(err) or {}  # stdout and stderr together
         done = s.get("found", -1)
         c.eq("interrupt: exit 130", rc, 130)
         c.true("interrupt: says how to resume", "run again to resume" in err, err[-300:])
@@ -320,7 +321,7 @@ try:
         srv.reset()
         rc, out, err = sb7.run(["warm", "--jobs", "2", "--modules", "list.txt"], env=sp)
         c.eq("resume: exit 0", rc, 0)
-        c.eq("resume: what was done counted already cached, the rest found", summary(err),
+        c.eq("resume: what was done counted already cached, the rest found", summary(out),
              {"found": len(slow) - done, "already cached": done, "missing": 0, "failed": 0})
         h = srv.hits()["hits"]
         c.eq("resume: fetched only what was left", sum(h.get(r["path"], 0) for r in slow), len(slow) - done)

@@ -30,7 +30,18 @@ has "$err" "PDBSYM_CACHE_MAX_BYTES" "bad PDBSYM_CACHE_MAX_BYTES named"
 run "$bin" cache stats --cache-max-bytes lots; expect_rc 2 "bad --cache-max-bytes"
 has "$err" "cache-max-bytes" "bad --cache-max-bytes"
 
+# no cache yet: looking after one never makes one (a mistyped --cache-dir)
+run "$bin" cache stats; expect_rc 1 "stats where there is no cache"
+has "$err" "no cache in $PDBSYM_CACHE_DIR" "stats where there is no cache"
+[ ! -e "$PDBSYM_CACHE_DIR" ] || fail "stats made $PDBSYM_CACHE_DIR"
+for sub in list verify clear; do
+  run "$bin" cache $sub --cache-dir "$tmp/wrong"; expect_rc 1 "$sub --cache-dir WRONG"
+done
+run "$bin" cache evict x.pdb --cache-dir "$tmp/wrong"; expect_rc 1 "evict --cache-dir WRONG"
+[ ! -e "$tmp/wrong" ] || fail "a cache command made $tmp/wrong"
+
 # an empty cache
+run "$bin" cache _fill --modules 0; expect_rc 0 "_fill 0 (an empty database)"
 run "$bin" cache stats; expect_rc 0 "stats (empty)"
 has "$out" "^modules: 0$" "stats (empty)"
 has "$out" "^path: $PDBSYM_CACHE_DIR/pdbsym.sqlite$" "stats path"
@@ -41,14 +52,16 @@ run "$bin" cache stats --cache-max-bytes 3G; has "$out" "^max_bytes: 3221225472$
 run "$bin" cache _fill --modules 3 --lines 20000 --seed 7; expect_rc 0 "_fill"
 run "$bin" cache stats; has "$out" "^modules: 3$" "stats after fill"
 run "$bin" cache list; expect_rc 0 "list"
-[ "$(wc -l <<<"$out")" = 3 ] || fail "list: wanted 3 lines: $out"
-key0=$(sed -n 1p <<<"$out" | cut -f5)
+[ "$(wc -l <<<"$out")" = 4 ] || fail "list: wanted a header and 3 lines: $out"
+[ "$(sed -n 1p <<<"$out")" = "$(printf 'last_used\tstatus\trows\tbytes\tkey\tsource_or_error')" ] \
+  || fail "list: header line: $(sed -n 1p <<<"$out")"
+key0=$(sed -n 2p <<<"$out" | cut -f5)
 has "$key0" "^synth-s7-n20000-0.pdb/" "list key"
-has "$(sed -n 1p <<<"$out" | cut -f2)" "^ok$" "list status"
+has "$(sed -n 2p <<<"$out" | cut -f2)" "^ok$" "list status"
 run "$bin" cache _check; expect_rc 0 "_check"; has "$out" "^ok synth-s7-n20000-2.pdb" "_check"
 
 run "$bin" cache evict "$key0"; expect_rc 0 "evict by key"
-run "$bin" cache list; [ "$(wc -l <<<"$out")" = 2 ] || fail "after evict: $out"
+run "$bin" cache list; [ "$(wc -l <<<"$out")" = 3 ] || fail "after evict: $out"
 run "$bin" cache evict "$key0"; expect_rc 1 "evict twice"; has "$err" "pdbsym cache list" "evict twice"
 run "$bin" cache evict SYNTH-S7-N20000-1.PDB; expect_rc 0 "evict by debug file name"
 has "$out" "evicted synth-s7-n20000-1.pdb/" "evict by name"
@@ -89,11 +102,25 @@ run "$bin" cache clear; expect_rc 0 "clear"; has "$out" "removed 2 entries" "cle
 run "$bin" cache stats; has "$out" "^modules: 0$" "stats after clear"
 
 # --cache-dir overrides the environment
+run "$bin" cache _fill --modules 0 --cache-dir "$tmp/other"; expect_rc 0 "_fill --cache-dir"
 run "$bin" cache stats --cache-dir "$tmp/other"; has "$out" "^path: $tmp/other/pdbsym.sqlite$" "--cache-dir"
+
+# evict takes a module's id in every form dump and warm print, any case
+run "$bin" cache _fill --modules 4 --lines 1000 --seed 9; expect_rc 0 "_fill 4"
+g=00000009-0000-000
+run "$bin" cache evict SYNTH-S9-N1000-0.PDB ${g}0-0000-000000000000-1; expect_rc 0 "evict FILE GUID-age"
+has "$out" "^evicted synth-s9-n1000-0.pdb/000000090000000000000000000000001$" "evict FILE GUID-age"
+run "$bin" cache evict synth-s9-n1000-1.pdb/00000009000000010000000000000000-1; expect_rc 0 "evict FILE/32hex-age"
+run "$bin" cache evict Synth-S9-N1000-2.pdb/000000090000000200000000000000001; expect_rc 0 "evict FILE/KEY, any case"
+run "$bin" cache evict synth-s9-n1000-3.pdb ${g}3-0000-000000000000-2; expect_rc 1 "evict another age"
+has "$err" "no module" "evict another age"
+run "$bin" cache stats; has "$out" "^modules: 1$" "stats after evicts by id"
 
 # a cache folder that cannot be created
 touch "$tmp/file"
 run env PDBSYM_CACHE_DIR="$tmp/file/sub" "$bin" cache stats; expect_rc 1 "unusable folder"
-has "$err" "cannot create the cache folder" "unusable folder"
+has "$err" "no cache in" "unusable folder"
+run env PDBSYM_CACHE_DIR="$tmp/file/sub" "$bin" cache _fill --modules 0; expect_rc 1 "unusable folder (_fill)"
+has "$err" "cannot create the cache folder" "unusable folder (_fill)"
 
 [ $fails = 0 ] && echo "all cache CLI checks passed" || { echo "$fails failures"; exit 1; }
