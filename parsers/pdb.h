@@ -27,7 +27,7 @@
  *    0xFEEFEE (16707566, "always step into": compiler-generated code the
  *    debugger steps through) gets the line of the nearest visible entry at a
  *    lower address in the same function, else at a higher one: the rule of
- *    managed hidden sequence points (CONTRACT.md).
+ *    managed hidden sequence points (docs/contract.md).
  *    0xF00F00 (15732480, "never step into": code a debugger steps over as a
  *    whole) gets no line.  LLVM 19 (llvm-symbolizer, llvm-pdbutil "NSI") and
  *    DIA both keep it an entry of its own and report the number itself as

@@ -33,7 +33,7 @@ static void fetch_usage(FILE *out) {
           "  --config FILE           a config file of `key = value` lines (symbol_path, offline)\n"
           "  --header 'Name: value'  extra HTTP header for every HTTP source (repeatable)\n"
           "  --connect-timeout-ms N  --low-speed-time S  --low-speed-limit BYTES_PER_S\n"
-          "  --retries N (-1: none)  --retry-base-ms N  --max-redirects N\n"
+          "  --retries N (0: none)   --retry-base-ms N  --max-redirects N\n"
           "  --max-bytes N           download cap   --max-inflated N  CAB member cap\n"
           "  --no-verify             accept whatever a source serves (no GUID/age check)\n"
           "  -v                      list the sources first\n\n"

@@ -1,6 +1,6 @@
 /*
  * cmd_lookup.c - `pdbsym lookup [--image PE] FILE [ADDRESS...]`: offline
- * answers straight from a file (CONTRACT.md, "The CLI lookup"), one frame
+ * answers straight from a file (docs/contract.md, "The CLI lookup"), one frame
  * per line as render.h writes them.  A Windows PDB asked RVAs is read
  * lazily: only the module streams the addresses need (parsers/pdb.h), so one
  * address costs one address; the answers are those of the whole table.

@@ -26,7 +26,7 @@ static void symbolicate_usage(FILE *out) {
           "Reads a POST /symbolicate request (JSON, see api.md) from FILE or standard\n"
           "input and prints the answer the service would give, using the same cache\n"
           "and symbol sources as 'pdbsym serve'.\n\n"
-          "  --v5                the request is a /symbolicate/v5 (Tecken) body\n"
+          "  --v5                the request is a /symbolicate/v5 (Eliot) body\n"
           "  --pretty            indent the answer\n"
           "%s\n"
           "Exit status: 0 answered, 1 the cache could not be opened or the service\n"

@@ -1,6 +1,6 @@
 /*
  * module.h - naming a module: debug file, debug id, code file and code id, as
- * the contract (CONTRACT.md, "Modules") defines them, plus the symbol-server
+ * the contract (docs/contract.md, "Modules") defines them, plus the symbol-server
  * keys derived from them.  Pure functions; no allocation.
  */
 #ifndef PDBSYM_MODULE_H

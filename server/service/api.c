@@ -1,6 +1,6 @@
 /*
  * api.c - the routes of `pdbsym serve`: request JSON in, answer JSON out,
- * as CONTRACT.md ("Modules", "Frames", "One answered frame") and api.md
+ * as docs/contract.md ("Modules", "Frames", "One answered frame") and api.md
  * describe.  See api.h.  Frames are rendered by render.c, as the CLI's.
  *
  * POST /symbolicate, step by step:

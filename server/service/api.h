@@ -38,7 +38,7 @@ typedef enum {
   RT__COUNT
 } api_route_id;
 
-/* A frame's status in an answer (CONTRACT.md, "One answered frame"). */
+/* A frame's status in an answer (docs/contract.md, "One answered frame"). */
 typedef enum {
   FS_OK = 0,
   FS_MISSING_SYMBOLS,

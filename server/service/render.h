@@ -1,5 +1,5 @@
 /*
- * render.h - answers as the contract's JSON (CONTRACT.md, "One answered
+ * render.h - answers as the contract's JSON (docs/contract.md, "One answered
  * frame"): the one frame renderer, which the HTTP routes (api.c) and the CLI
  * (`pdbsym lookup`, `pdbsym dump`) both use.
  *

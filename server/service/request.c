@@ -265,7 +265,7 @@ void rq_free(rq_request *r) {
 
 /* ---- POST /symbolicate: one module ------------------------------------------------------- */
 
-/* The first problem of a module: it fails alone (CONTRACT.md, "Modules"). */
+/* The first problem of a module: it fails alone (docs/contract.md, "Modules"). */
 typedef struct {
   bool invalid;
   char field[112]; /* "modules[2].debug_id" */

@@ -1,6 +1,6 @@
 /*
  * request.h - the bodies of POST /symbolicate and POST /symbolicate/v5 read
- * into compact arrays (CONTRACT.md "Modules", "Frames", "Mozilla's
+ * into compact arrays (docs/contract.md "Modules", "Frames", "Mozilla's
  * symbolication API v5"; api.md), without a tree of the whole body: the body
  * is walked with jwalk.h and each module, frame or memoryMap entry is checked
  * as it comes.  The arrays grow in the request memory budget (reqmem.h).

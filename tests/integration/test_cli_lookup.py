@@ -1,4 +1,4 @@
-"""`pdbsym lookup` and `pdbsym dump` as a user runs them (CONTRACT.md, "The CLI
+"""`pdbsym lookup` and `pdbsym dump` as a user runs them (docs/contract.md, "The CLI
 lookup").  The native fixtures' every code byte is checked by
 tests/unit/test_cli_lookup.c; this test covers the rest:
 

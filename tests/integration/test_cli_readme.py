@@ -75,6 +75,13 @@ try:
             break
         time.sleep(0.1)
     c.true("the service started", '"msg":"listening"' in open(sb.path("serve.log")).read())
+    # the log line the README shows, "..." standing for any text
+    m = re.search(r"It ends with a log line `(\{.*?\})`", text.replace("\n   ", " "))
+    shown_line = m.group(1) if m else ""
+    pat = ".*".join(re.escape(part) for part in shown_line.replace(":8765", ":%d" % port).split("..."))
+    got_line = next((ln for ln in open(sb.path("serve.log")) if '"msg":"listening"' in ln), "")
+    c.true("the listening line the README shows", bool(shown_line) and re.fullmatch(pat, got_line.strip()) is not None,
+           (shown_line, got_line))
 
     # 2. warm from the folder, twice
     warm = block("./build/pdbsym warm")
@@ -82,14 +89,15 @@ try:
     rc, out, err = sh(warm[0])
     c.eq("warm: exit 0", rc, 0)
     shown = [b for b in blocks if b.startswith("warm: ")][0].splitlines()
-    c.eq("warm: the summary the README shows (but the timing)",
-         re.sub(r"[\d.]+ MiB in [\d.]+ s", "", err.splitlines()[-1]), re.sub(r"[\d.]+ MiB in [\d.]+ s", "", shown[-1]))
+    c.eq("warm: the summary the README shows (but the timing), on stdout",
+         re.sub(r"[\d.]+ MiB in [\d.]+ s", "", out.splitlines()[-1] if out else ""),
+         re.sub(r"[\d.]+ MiB in [\d.]+ s", "", shown[-1]))
     first = shown[0].split(" (")[0]
     c.true("warm: the line the README shows", any(ln.startswith(first + " (") and
                                                   ln.endswith("/tests/fixtures/native/c-x64-O2.pdb.gz)")
-                                                  for ln in err.splitlines()), err[:300])
+                                                  for ln in out.splitlines()), out[:300])
     rc, out, err = sh(warm[0])
-    c.true("warm again: everything already cached", rc == 0 and "0 found, 17 already cached" in err, err[-200:])
+    c.true("warm again: everything already cached", rc == 0 and "0 found, 17 already cached" in out, out[-200:])
 
     # 3. symbolicate with curl
     curl = block("curl -s http://127.0.0.1:8765/symbolicate")

@@ -1,4 +1,4 @@
-"""`pdbsym trace` as a user runs it (CONTRACT.md, "Traces"), on the real .NET 8,
+"""`pdbsym trace` as a user runs it (docs/contract.md, "Traces"), on the real .NET 8,
 9 and 10 traces of tests/fixtures/nettrace, against what Microsoft's tools
 read in the same files:
 

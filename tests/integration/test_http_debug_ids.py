@@ -1,5 +1,5 @@
 """Debug ids in every form the ecosystem prints, and a bad module failing
-alone (issue 14; CONTRACT.md, "Modules"; api.md, "Debug ids").
+alone (issue 14; docs/contract.md, "Modules"; api.md, "Debug ids").
 
 - Every native fixture named in each form (GUID-age, Breakpad's 32 hex digits
   + age, 32 hex digits, a dash and the age; upper, lower and mixed case) on

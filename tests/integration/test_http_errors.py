@@ -67,7 +67,7 @@ try:
     expect_error("managed without il_offset", 400, post(variant(frames=[{"module": 0, "token": "0x06000001"}])),
                  field="frames[0].il_offset")
     expect_error("frame not object", 400, post(variant(frames=[5])), field="frames[0]")
-    # a module whose fields are bad fails alone (CONTRACT.md, "Modules"): 200,
+    # a module whose fields are bad fails alone (docs/contract.md, "Modules"): 200,
     # the module "invalid" with an error naming the field, its frames invalid,
     # the other module answered
     def expect_invalid_module(what, bad, field, contains):

@@ -1,4 +1,4 @@
-"""POST /traces on the real `pdbsym serve` (CONTRACT.md, "Traces"; api.md):
+"""POST /traces on the real `pdbsym serve` (docs/contract.md, "Traces"; api.md):
 
 - the .NET 8, 9 and 10 fixture traces sent in chunks (Transfer-Encoding:
   chunked, so the body is streamed) with Workload.pdb only on a real symbol

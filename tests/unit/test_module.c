@@ -9,7 +9,7 @@ TEST(debug_id_forms_agree) {
   uint8_t g1[16], g2[16], g3[16];
   uint32_t a1 = 0, a2 = 0, a3 = 0;
   const char *why = NULL;
-  /* the two spellings CONTRACT.md gives for one module */
+  /* the two spellings docs/contract.md gives for one module */
   CHECK(module_parse_debug_id("3773e353-0b2e-4938-82ec-a7324b16c2d9-1", g1, &a1, &why));
   CHECK(module_parse_debug_id("3773E3530B2E493882ECA7324B16C2D91", g2, &a2, &why));
   CHECK(module_parse_debug_id("3773E353-0B2E-4938-82EC-A7324B16C2D9-1", g3, &a3, &why));

@@ -4,7 +4,7 @@
  * st_lookup_token, against the PdbDump (System.Reflection.Metadata) oracle
  * `.srm.jsonl[.gz]` beside it; names against its method names where the
  * assembly is in the corpus; ids against the oracle and the MANIFEST.
- * Hidden points are compared with the contract's rule (CONTRACT.md): the
+ * Hidden points are compared with the contract's rule (docs/contract.md): the
  * nearest visible point below, else above, else no line.
  */
 #include "srm_oracle.h"

@@ -1,7 +1,7 @@
 /*
  * test_request.c - request bodies into arrays (server/request.h): what a body
  * fills in, and which 400 a bad body gets, with the expectations written out
- * from api.md and CONTRACT.md (field names, the order of the checks): the
+ * from api.md and docs/contract.md (field names, the order of the checks): the
  * answer must not depend on the order of the keys in the body, a syntax error
  * anywhere wins over a shape error, limits over single bad entries, and a
  * module whose fields are bad fails alone (the request is answered).  The

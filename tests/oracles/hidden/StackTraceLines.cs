@@ -12,7 +12,7 @@
 //             trace code gives for (token, IL offset) - the internal
 //             System.Diagnostics.StackTraceSymbols.GetSourceLineInfo, called
 //             through reflection - or "-" when it gives none; "." for winpdb.
-//   contract  the point CONTRACT.md's rule picks, as "IL#k" (the k-th point,
+//   contract  the point docs/contract.md's rule picks, as "IL#k" (the k-th point,
 //             from 0, at IL offset IL in the method's point order), or "-":
 //             the nearest visible point at a lower IL offset, else the nearest
 //             at a higher offset, else none.  Where the runtime answered, it is
