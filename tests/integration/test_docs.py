@@ -89,6 +89,24 @@ for rel in sorted(set(tracked)):
             bad.append(rel)
 c.eq("no file names a CONTRACT.md (the repository's contract is docs/contract.md)", bad, [])
 
+# docs/architecture.md's rooms: every file its table names exists, and every
+# source file of a room is named (cmd_*.c for the commands)
+arch = texts["docs/architecture.md"]
+for ln in arch.splitlines():
+    cols = [x.strip() for x in ln.split("|")[1:-1]]
+    if not ln.startswith("| `") or len(cols) < 3 or not os.path.isdir(os.path.join(ROOT, cols[0].strip("`"))):
+        continue
+    room, text = cols[0].strip("`").rstrip("/"), " ".join(cols[1:3])
+    for name in re.findall(r"`([a-z_/]+(?:\.[ch])?)`", cols[2]):
+        c.true("docs/architecture.md: %s/%s exists" % (room, name),
+               any(os.path.exists(os.path.join(ROOT, room, name + ext)) for ext in ("", ".c", ".h")), name)
+    for f in sorted(os.listdir(os.path.join(ROOT, room))):
+        stem = f[:-2]
+        if f.endswith(".c"):
+            c.true("docs/architecture.md names %s/%s" % (room, f),
+                   any(("`%s`" % x) in text or ("%s.c" % stem) in text for x in (stem, f, stem + ".h")) or
+                   (f.startswith("cmd_") and "`cmd_*.c`" in text), f)
+
 # ---- the commands
 rc, out, err = run(["--help"])
 commands = re.findall(r"^  ([a-z]+) {2,}", out, re.M)
@@ -119,6 +137,17 @@ c.eq("pdbsym --help lists the commands that use the cache or the network",
 m = re.search(r"`--symbol-path` on every command that\s+uses it: ([^)]*)\)", texts["README.md"])
 c.eq("README: the commands that take --symbol-path", sorted(re.findall(r"`([a-z]+)`", m.group(1))) if m else [],
      sorted(uses - {"cache"}))
+# every flag a command's section of api.md names is in the --help of a command it names
+helps = {}
+for cmd in commands:
+    helps[cmd] = run([cmd, "--help"])[1]
+helps["cache"] += "".join(run(["cache", sub, "--help"])[1] for sub in ("stats", "list", "evict", "verify", "clear"))
+for sec in re.split(r"\n### ", cli)[1:]:
+    named_cmds = set(re.findall(r"pdbsym (%s)\b" % "|".join(commands), sec))
+    text = "".join(helps[x] for x in named_cmds) + "--help --version"
+    for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", sec))):
+        c.true("api.md '%s': %s is in the --help of %s" % (sec.splitlines()[0], flag, sorted(named_cmds)),
+               flag in text, flag)
 rc, h, _ = run(["fetch", "--help"])
 fm = re.search(r"`--retries` \(([^)]*)\)", texts["docs/fetch.md"])
 hm = re.search(r"--retries N \(([^)]*)\)", h)
