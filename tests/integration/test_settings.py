@@ -55,11 +55,11 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-settings-") as tmp:
     a_file = os.path.join(tmp, "a-file")
     open(a_file, "w").close()
 
-    def run(args, env=None, timeout=20):
+    def run(args, env=None, timeout=20, input=None):
         e = dict(env0)
         e.update(env or {})
         e = {k: v for k, v in e.items() if v is not None}
-        r = subprocess.run([BIN] + args, env=e, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([BIN] + args, env=e, capture_output=True, text=True, timeout=timeout, input=input)
         return r.returncode, r.stdout, r.stderr
 
     rc, out, err = run(["serve", "--help"])
@@ -147,6 +147,7 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-settings-") as tmp:
     cdir = os.path.join(tmp, "cache-t")
     with open(conf, "w") as f:
         f.write("cache_dir = %s # where the cache goes\n" % cdir)
+    run(["cache", "_fill", "--modules", "0", "--config", conf], env={"PDBSYM_CACHE_DIR": None})
     rc, out, err = run(["cache", "stats", "--config", conf], env={"PDBSYM_CACHE_DIR": None})
     c.true("cache_dir = DIR # comment: the cache is in DIR", rc == 0 and ("path: %s/pdbsym.sqlite" % cdir) in out,
            (rc, out, err))
@@ -154,6 +155,7 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-settings-") as tmp:
            os.listdir(tmp))
     with open(conf, "w") as f:
         f.write('cache_dir = "%s #2"   # quoted\n' % cdir)
+    run(["cache", "_fill", "--modules", "0", "--config", conf], env={"PDBSYM_CACHE_DIR": None})
     rc, out, err = run(["cache", "stats", "--config", conf], env={"PDBSYM_CACHE_DIR": None})
     c.true("a quoted value keeps its '#'", rc == 0 and ("path: %s #2/pdbsym.sqlite" % cdir) in out, (rc, out, err))
     for text, want in (('cache_dir = "%s\n' % cdir, "close it"), ('cache_dir = "%s" extra\n' % cdir, "comment")):
@@ -164,7 +166,7 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-settings-") as tmp:
                rc == 2 and len(err.strip().splitlines()) == 1 and want in err and "cache_dir" in err, (rc, err))
 
     # unknown names
-    rc, out, err = run(["cache", "stats"], env={"PDBSYM_MAX_FRAME": "3"})
+    rc, out, err = run(["symbolicate"], env={"PDBSYM_MAX_FRAME": "3"}, input='{"modules": [], "frames": []}')
     c.true("an unknown PDBSYM_MAX_FRAME: a warning naming PDBSYM_MAX_FRAMES, and the command goes on",
            rc == 0 and "PDBSYM_MAX_FRAME " in err and "PDBSYM_MAX_FRAMES" in err and "warning" in err, (rc, err))
     with open(conf, "w") as f:
