@@ -86,6 +86,16 @@ def opt_in(why):
     sys.exit(1 if _failed_checks else 77)
 
 
+def sweep(full, sample):
+    """A corpus sweep's size: `sample` in scripts/test.sh's sanitizer run
+    (PDBSYM_TEST_SWEEP=sample), where the normal run has checked every item
+    with the same code and oracles; else `full` (tests/unit/test.h)."""
+    sampled = os.environ.get("PDBSYM_TEST_SWEEP") == "sample"
+    print("sweep: %s (PDBSYM_TEST_SWEEP=%s)" % ("sampled" if sampled else "full",
+                                                 os.environ.get("PDBSYM_TEST_SWEEP", "")))
+    return sample if sampled else full
+
+
 def status(code):
     if code in (0, None) and (_ci_failures or _failed_checks):
         return 1

@@ -6,6 +6,7 @@ server (tests/symserver.py) serving a fixture PDB."""
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -102,4 +103,5 @@ finally:
         srv.close()
     if ss:
         ss.kill()
+    shutil.rmtree(store, ignore_errors=True)
 sys.exit(c.done())

@@ -73,5 +73,5 @@ try:
     st, h, data = srv.request("POST", "/symbolicate/v5", b"{not json")
     c.eq("bad JSON: 400", st, 400)
 finally:
-    srv.stop()
+    srv.close()
 sys.exit(c.done())

@@ -168,9 +168,10 @@ try:
 finally:
     srv.close()
 for bad in ("http://x/path", "ftp://x", "x.example", "http://"):
-    r = subprocess.run([BIN, "serve", "--cors-origins", bad, "--listen", "127.0.0.1:0"], capture_output=True, text=True,
-                       timeout=20, env={"PATH": os.environ.get("PATH", ""), "PDBSYM_OFFLINE": "true",
-                                        "PDBSYM_CACHE_DIR": tempfile.mkdtemp(prefix="pdbsym-badcors-")})
+    with tempfile.TemporaryDirectory(prefix="pdbsym-badcors-") as bad_cache:
+        r = subprocess.run([BIN, "serve", "--cors-origins", bad, "--listen", "127.0.0.1:0"], capture_output=True,
+                           text=True, timeout=20, env={"PATH": os.environ.get("PATH", ""), "PDBSYM_OFFLINE": "true",
+                                                       "PDBSYM_CACHE_DIR": bad_cache})
     c.true("cors_origins %r: serve exits 2 naming it" % bad, r.returncode == 2 and "cors_origins" in r.stderr, r.stderr)
 
 # ---- a slow download: pending on /symbolicate after default_timeout, found on v5 within v5_timeout

@@ -26,6 +26,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
+import harness  # noqa: E402
 from pdbsym_server import Checks, Server  # noqa: E402
 
 clilib.need_binary()
@@ -80,8 +81,13 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-settings-") as tmp:
         c.true("%s: exit 2, one line naming %s, the value, %s and what is allowed" % (what, key, place),
                ok, (rc, err[-400:]))
 
+    # every setting; in the sanitizer run (PDBSYM_TEST_SWEEP=sample) two of
+    # each kind: one reader per kind, which the normal run feeds every setting
+    per_kind = harness.sweep(len(rows), 2)
+    seen = {}
+    sample = [r for r in rows if seen.setdefault(r[2], []).append(r) or len(seen[r[2]]) <= per_kind]
     tested = 0
-    for key, default, kind, rng in rows:
+    for key, default, kind, rng in sample:
         if kind not in BAD:
             continue
         bad, want = BAD[kind]
@@ -110,7 +116,7 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-settings-") as tmp:
             refused("flag %s %r" % (flag, value), rc, err, key, value, "flag " + flag, want)
             tested += 1
     print("%d settings, %d bad values, each three ways" % (len(rows), tested))
-    c.true("every setting was fed a bad value", tested >= len(rows), (tested, len(rows)))
+    c.true("every setting was fed a bad value", tested >= len(sample), (tested, len(sample)))
 
     # the CLI commands read the same settings through the same layer
     for cmd in (["cache", "stats"], ["warm", tmp], ["symbolicate"], ["fetch", "a.pdb", "00" * 16 + "1"]):

@@ -217,6 +217,22 @@ static inline int t_summary_at(const char *source) {
 }
 #define test_summary() t_summary_at(__FILE__)
 
+/* A corpus sweep's size.  scripts/test.sh's sanitizer run sets
+ * PDBSYM_TEST_SWEEP=sample: there a sweep whose every answer the normal run
+ * checks in full (the same code, the same oracles) takes `sample` items, so
+ * that ASan and UBSan see every path on a sample instead of every input;
+ * otherwise `full`.  The choice is printed once. */
+static inline size_t test_sweep(size_t full, size_t sample) {
+  const char *v = getenv("PDBSYM_TEST_SWEEP");
+  bool sampled = v && strcmp(v, "sample") == 0;
+  static bool said;
+  if (!said) {
+    said = true;
+    printf("  sweep: %s (PDBSYM_TEST_SWEEP=%s)\n", sampled ? "sampled" : "full", v ? v : "");
+  }
+  return sampled ? sample : full;
+}
+
 /* From main, before any RUN: the whole file is skipped. */
 static inline int t_skip_all_at(const char *source, const char *why) {
   t_source = source;

@@ -289,7 +289,7 @@ TEST(lazy_equals_whole_on_corpus) {
   if (!g_corpus)
     SKIP("../shared/corpus absent");
   const char *env = getenv("PDBSYM_LAZY_RVAS");
-  size_t cap = env ? (size_t)strtoul(env, NULL, 10) : 3000;
+  size_t cap = env ? (size_t)strtoul(env, NULL, 10) : test_sweep(3000, 300);
   char *text;
   manifest_row *rows;
   int n = manifest_rows(g_corpus, &text, &rows);

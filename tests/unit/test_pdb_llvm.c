@@ -708,7 +708,7 @@ TEST(native_lookups_match_llvm_symbolizer) {
   if (!llvm_tool("llvm-symbolizer", g_symbolizer, sizeof g_symbolizer) ||
       !llvm_tool("llvm-pdbutil", g_pdbutil, sizeof g_pdbutil))
     SKIP("LLVM 19 llvm-symbolizer / llvm-pdbutil not installed (scripts/deps.sh --test installs llvm-19)");
-  size_t cap = 3000;
+  size_t cap = test_sweep(3000, 300);
   const char *env = getenv("PDBSYM_LLVM_RVAS");
   if (env && atol(env) > 0)
     cap = (size_t)atol(env);
@@ -751,13 +751,17 @@ TEST(native_lookups_match_llvm_symbolizer) {
            images, all, eq, all ? 100.0 * (double)eq / (double)all : 0.0,
            total->count[C_EQUAL_LINKAGE], total->frames, total->frames_equal);
     printf("  disagreements (count, bound, who is right; docs/oracles.md):\n");
+    /* a sample's rates of the explained classes vary from the whole sweep's,
+     * whose bounds the normal run enforces; an unexplained one (bound 0)
+     * fails either way */
+    bool sampled = test_sweep(0, 1) == 1;
     for (int c = C_INLINE; c < C_COUNT; c++) {
       long bound = (long)classes[c].bound * all / 10000;
       printf("    %6ld (bound %5ld)  %s\n                          right: %s\n", total->count[c],
              bound, classes[c].name, classes[c].right);
       if (total->example[c][0])
         printf("                          e.g. %.600s\n", total->example[c]);
-      if (total->count[c] > bound) {
+      if (total->count[c] > bound && (classes[c].bound == 0 || !sampled)) {
         t_failed_checks++;
         fprintf(stderr, "  %s: %ld RVAs, over the bound of %ld\n", classes[c].name,
                 total->count[c], bound);
@@ -769,7 +773,7 @@ TEST(native_lookups_match_llvm_symbolizer) {
            "%ld with LLVM, %ld with neither\n",
            total->dia_ours, total->dia_llvm, total->dia_neither);
     CHECK(images >= 30);
-    CHECK(all > 50000);
+    CHECK(all > (long)test_sweep(50000, 5000));
     CHECK(eq * 100 > all * 85); /* the classes above are the rest */
     CHECK(total->dia_ours > 0);
     CHECK_EQ_U(total->dia_llvm, 0);

@@ -590,7 +590,7 @@ TEST(generated) {
     else
       gen_symbolicate(&b);
     check(b.p, b.n);
-    check_mutations(b.p, b.n, 4);
+    check_mutations(b.p, b.n, (unsigned)test_sweep(4, 1));
   }
   free(b.p);
   printf("  %u readings of generated bodies accepted\n", accepted - before_ok);
@@ -747,7 +747,7 @@ static void integration_body(const char *name, const char *p, size_t n) {
   size_t step = n <= 1024 ? 1 : n / 64;
   for (size_t k = 0; k < n; k += step)
     check(p, k);
-  check_mutations(p, n, n <= 4096 ? 100 : 15);
+  check_mutations(p, n, (unsigned)(n <= 4096 ? test_sweep(100, 10) : test_sweep(15, 2)));
 }
 
 TEST(integration_bodies) {
