@@ -16,14 +16,22 @@ listed by scripts/test.sh as an opt-in test not asked for. When it runs,
 docker/build.sh installs podman, buildah, runc and debootstrap if they are
 missing (README.md says so) and debootstraps a base image into the state
 folder; a missing prerequisite (not root, no Debian mirror, podman unable to
-run containers) is a skip, a failure under CI. It leaves nothing behind: the
-container, volume, image and the state folder it made are removed, and every
-mount under the state folder (podman's overlay storage) is unmounted. Set
-CONTAINER_STATE to a folder of your own to keep the base image between runs
-(it is then unmounted but kept). A first build takes minutes; scripts/test.sh
-leaves this test out of the ASan run (the image builds its own binary).
-Times are printed."""
+run containers) is a skip, a failure under CI.
+
+The state folder (podman's storage and configuration, the debootstrapped
+base) is kept between runs in /var/cache/pdbsym-container/KEY, KEY a hash of
+docker/Dockerfile and docker/build.sh (the files the image is built from), so
+a later run debootstraps nothing and finds the build's layers cached; a
+folder of another key (an older recipe) is removed, so one is kept. Set
+CONTAINER_STATE to a folder of your own to use that instead. The run removes
+its container, volume and tag and unmounts every mount under the state folder
+(podman's overlay storage); nothing goes to /tmp. When the build fails, the
+first error line of its output is reported (not what a probe of Docker Hub
+would say). A first build takes minutes; scripts/test.sh leaves this test
+out of the ASan run (the image builds its own binary). Times are printed."""
+import fcntl
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -81,11 +89,17 @@ try:
 except Exception as e:
     skip("no network to the Debian mirror %s (%s)" % (mirror, e))
 
-# the state folder (storage, config, cached base): the caller's if given (kept),
-# else one of our own, removed at the end
-own_state = not os.environ.get("CONTAINER_STATE")
-state = os.environ.get("CONTAINER_STATE") or tempfile.mkdtemp(prefix="pdbsym-container-test-")
-state = os.path.realpath(state)
+CACHE_ROOT = "/var/cache/pdbsym-container"
+
+
+def state_key():
+    """A hash of the files the image is built from."""
+    h = hashlib.sha256()
+    for rel in ("docker/Dockerfile", "docker/build.sh"):
+        h.update(rel.encode() + b"\0")
+        with open(os.path.join(root, rel), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def mounts_under(folder):
@@ -99,22 +113,61 @@ def mounts_under(folder):
     return sorted(set(out), key=len, reverse=True)
 
 
-def leave_nothing_behind():
-    """Unmounts what podman mounted under the state folder and removes the
-    folder if it is ours; returns the mounts that would not go."""
+def unmount_all(folder):
+    """Unmounts what podman mounted under folder; returns the mounts that
+    would not go."""
     for _ in range(3):
-        left = mounts_under(state)
+        left = mounts_under(folder)
         if not left:
             break
         for mp in left:
             subprocess.run(["umount", mp], capture_output=True)
-    left = mounts_under(state)
-    for mp in left:
+    for mp in mounts_under(folder):
         subprocess.run(["umount", "-l", mp], capture_output=True)
-    left = mounts_under(state)
-    if own_state and not left:
-        shutil.rmtree(state, ignore_errors=True)
-    return left
+    return mounts_under(folder)
+
+
+def leave_nothing_behind():
+    """Unmounts what podman mounted under the state folder, which is kept for
+    the next run; returns the mounts that would not go."""
+    return unmount_all(state)
+
+
+# the state folder: the caller's if given, else the one of this recipe's key
+# (a folder of another key, not in use, is an older recipe's: removed)
+own_state = not os.environ.get("CONTAINER_STATE")
+if own_state:
+    key = state_key()
+    os.makedirs(CACHE_ROOT, exist_ok=True)
+    for old in os.listdir(CACHE_ROOT):
+        path = os.path.join(CACHE_ROOT, old)
+        if old == key or not os.path.isdir(path):
+            continue
+        try:
+            with open(os.path.join(path, "lock"), "a") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)  # docker/build.sh holds it while it builds
+                if not unmount_all(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                    print("removed the state of an older recipe: %s" % path)
+        except OSError:
+            pass
+    state = os.path.join(CACHE_ROOT, key)
+else:
+    state = os.environ["CONTAINER_STATE"]
+os.makedirs(state, exist_ok=True)
+state = os.path.realpath(state)
+reused = os.path.exists(os.path.join(state, "base.tar"))
+print("state folder: %s (%s)" % (state, "a base image from an earlier run" if reused else "new"))
+
+
+def first_error(text):
+    """The first line of a build's output that says what went wrong."""
+    for ln in text.splitlines():
+        if re.search(r"\b(error|Error|ERROR|failed|Failed|fatal|E:|cannot|not found)\b", ln) and \
+                not ln.startswith("[docker/build"):
+            return ln.strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "(no output)"
 
 
 tag = "localhost/pdbsym:test-%d" % os.getpid()
@@ -136,14 +189,18 @@ if os.path.exists(os.path.join(state, "env.sh")):
 
 if b.returncode != 0:
     # a sandbox where containers cannot run at all is a skip; a build that
-    # fails where they can is a failure
-    probe = subprocess.run(["podman", "run", "--rm", "--network=host", "docker.io/library/debian:bookworm-slim", "true"],
-                           env=env, capture_output=True, text=True) if shutil.which("podman") else None
-    if probe is None or probe.returncode != 0:
+    # fails where they can is a failure.  The probe runs the local base image
+    # (never a pull from Docker Hub, whose error would hide the real one).
+    base = "localhost/debian:bookworm-slim"
+    have_base = shutil.which("podman") and subprocess.run(["podman", "image", "exists", base], env=env,
+                                                          capture_output=True).returncode == 0
+    probe = subprocess.run(["podman", "run", "--rm", "--pull=never", "--network=host", base, "true"],
+                           env=env, capture_output=True, text=True) if have_base else None
+    if probe is not None and probe.returncode != 0:
         leave_nothing_behind()
-        skip("podman cannot run containers here (docker/build.sh exited %d; %s)" % (
-            b.returncode, "no podman" if probe is None else probe.stderr.strip()[-300:]))
-    print("FAIL docker/build.sh exited %d" % b.returncode)
+        skip("podman cannot run containers here (docker/build.sh exited %d; running %s: %s)" % (
+            b.returncode, base, first_error(probe.stderr)))
+    print("FAIL docker/build.sh exited %d; its first error: %s" % (b.returncode, first_error(b.stdout)))
     leave_nothing_behind()
     sys.exit(1)
 print("image build: %.1f s" % build_s)
@@ -172,7 +229,10 @@ def free_port():
 
 
 c = Checks()
-store = tempfile.mkdtemp(prefix="pdbsym-docker-store-")
+# the symbol folder the container mounts, beside the state (world-traversable
+# folders up to it, unlike a build folder's; removed at the end)
+store = tempfile.mkdtemp(prefix="store-", dir=state)
+os.chmod(store, 0o755)
 started = False
 try:
     # ---- the symstore folder the container reads (world-readable: it runs as uid 10001)
@@ -317,11 +377,7 @@ finally:
         podman("volume", "rm", "-f", volume, check=False)
     podman("rmi", tag, check=False)  # the tag only: the layers stay cached in the state folder
     shutil.rmtree(store, ignore_errors=True)
-    if own_state:
-        # our own state folder goes: its images and layers, then the folder
-        podman("system", "reset", "--force", check=False, timeout=300)
     left = leave_nothing_behind()
     c.eq("mounts left under the state folder %s" % state, left, [])
-    if own_state:
-        c.eq("state folder removed", os.path.exists(state), False)
+    c.true("the base image is kept for the next run", os.path.exists(os.path.join(state, "base.tar")), state)
 c.done()
