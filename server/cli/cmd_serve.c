@@ -52,6 +52,10 @@ int cmd_serve(int argc, char **argv) {
                     "request_workers <= 4096 and http_threads <= 256\n");
     return 2;
   }
+  if (cfg.trace_rate_window < 1 || cfg.trace_rate_window > 3600) {
+    fprintf(stderr, "pdbsym serve: trace_rate_window must be between 1 and 3600 seconds\n");
+    return 2;
+  }
   if (cfg.trace_feed_bytes < 4096 || cfg.trace_feed_bytes > ((uint64_t)64 << 20)) {
     fprintf(stderr, "pdbsym serve: trace_feed_bytes must be between 4K and 64M\n");
     return 2;

@@ -75,7 +75,9 @@ typedef struct {
   uint64_t max_trace_bytes;    /* POST /traces body cap */
   uint64_t max_trace_jobs;     /* POST /traces at once */
   uint64_t trace_feed_bytes;   /* a trace's feed buffer (two a trace) */
-  uint64_t trace_min_rate;     /* bytes/s a /traces body averages past read_timeout; 0: none */
+  uint64_t trace_min_rate;     /* bytes/s a /traces body sends over every trace_rate_window; 0: none */
+  uint64_t trace_rate_window;  /* seconds */
+  uint64_t trace_max_time;     /* seconds a /traces body may stream; 0: no limit */
   uint64_t trace_stack_budget; /* bytes of interned stacks per trace job; 0 = default */
   uint64_t trace_code_budget;  /* bytes of code tables per trace job; 0 = default */
   char trace_spill_dir[1024];  /* spill and answer files; "" = $TMPDIR or /tmp */
