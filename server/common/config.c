@@ -67,6 +67,8 @@ static const cf_setting settings[] = {
     Z(max_answer_bytes, "32M", "largest answer body; a request whose answer would pass it gets 400"),
     U(max_inflight, "64", "requests processed at once (health, ready, metrics excluded); more get 503"),
     Z(request_memory_max, "256M", "memory budget of the requests in flight (bodies, parsed requests, answers being built or sent); past it 503"),
+    U(max_inflight_per_ip, "0", "of max_inflight, requests from one client address processed at once; more get 503; 0: only max_inflight (a sidecar's clients, or a proxy's, share one address)"),
+    Z(request_memory_per_ip, "0", "of request_memory_max, what the requests of one client address may reserve together; past it 503; 0: only request_memory_max"),
     Z(request_memory_keep, "16M", "bytes of freed request buffers of 128 KiB or more kept for the next requests instead of unmapped (at most a quarter of request_memory_max; they count in it and give way to requests); 0: none"),
     U(request_workers, "64", "threads that run /symbolicate, /symbolicate/v5, /modules and /traces requests"),
     U(http_threads, "2", "event-loop threads serving the connections (libmicrohttpd, epoll)"),

@@ -57,6 +57,8 @@ typedef struct {
   uint64_t max_inflight;
   uint64_t request_memory_max; /* bytes; 0: no budget */
   uint64_t request_memory_keep; /* bytes of freed large request buffers kept for reuse */
+  uint64_t max_inflight_per_ip; /* of max_inflight, from one address; 0: none */
+  uint64_t request_memory_per_ip; /* of request_memory_max, from one address; 0: none */
   uint64_t request_workers;
   uint64_t http_threads;
   uint64_t inline_max_bytes;   /* bodies up to this may be answered on the event loop */

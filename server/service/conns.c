@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,7 +39,8 @@
 typedef struct ip_slot {
   unsigned char addr[16]; /* IPv6, IPv4 as ::ffff:a.b.c.d */
   unsigned live;          /* connections not shut down */
-  unsigned refs;          /* entries pointing here, shut down or not */
+  unsigned refs;          /* entries pointing here, shut down or not, and conns_client holders */
+  rm_client client;       /* the address's share of the request budget and slots */
   conn_entry *rhead, *rtail;
   struct ip_slot *next;
 } ip_slot;
@@ -494,6 +496,24 @@ bool conns_answer(conns *t, conn_entry *e, const void *data, size_t n) {
   }
   pthread_mutex_unlock(&t->mu);
   return sent;
+}
+
+rm_client *conns_client(conns *t, conn_entry *e) {
+  if (!e)
+    return NULL;
+  pthread_mutex_lock(&t->mu);
+  e->ip->refs++;
+  pthread_mutex_unlock(&t->mu);
+  return &e->ip->client;
+}
+
+void conns_client_put(conns *t, rm_client *c) {
+  if (!c)
+    return;
+  ip_slot *s = (ip_slot *)(void *)((char *)c - offsetof(ip_slot, client));
+  pthread_mutex_lock(&t->mu);
+  ip_put(t, s);
+  pthread_mutex_unlock(&t->mu);
 }
 
 void conns_kill(conns *t, conn_entry *e) {

@@ -38,6 +38,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "reqmem.h"
+
 typedef struct conns conns;
 typedef struct conn_entry conn_entry;
 
@@ -115,6 +117,14 @@ void conns_stream_pause(conns *t, conn_entry *e, bool paused);
  * thread, as long as the owner has not removed e.  false (nothing written)
  * when e was shut down already.  e may be NULL. */
 bool conns_answer(conns *t, conn_entry *e, const void *data, size_t n);
+/* The share of e's address (reqmem.h: the memory its requests reserve, the
+ * slots they hold), one per address, kept while any of its connections is
+ * open or any caller holds it: every conns_client is ended by one
+ * conns_client_put (from any thread, even after e is removed).  NULL when e
+ * is NULL. */
+rm_client *conns_client(conns *t, conn_entry *e);
+void conns_client_put(conns *t, rm_client *c);
+
 /* Shuts e's socket down now (the owner closes it). */
 void conns_kill(conns *t, conn_entry *e);
 

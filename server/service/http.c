@@ -92,6 +92,8 @@ typedef struct {
   api_route_id route;
   conn_entry *entry;  /* the connection's, in the table (conns.h) */
   _Atomic bool heavy_counted; /* holds a max_inflight slot (and the metrics' gauge) */
+  _Atomic bool ip_counted;    /* holds one of its address's max_inflight_per_ip */
+  rm_client *client;  /* its address's share (conns_client), NULL: none */
   bool answered;      /* a response was queued (or written early) */
   bool early;         /* answered before its body was read whole (answer_early) */
   bool counted;       /* counted in the metrics' requests by route and code */
@@ -152,6 +154,8 @@ static uint64_t id_seed;
 static void release_slots(req_ctx *r) {
   if (atomic_exchange(&r->trace_counted, false))
     atomic_fetch_sub(&trace_jobs, 1);
+  if (atomic_exchange(&r->ip_counted, false))
+    atomic_fetch_sub(&r->client->slots, 1);
   if (atomic_exchange(&r->heavy_counted, false)) {
     atomic_fetch_sub(&heavy_inflight, 1);
     mt_inflight_add(-1);
@@ -457,13 +461,48 @@ static enum MHD_Result send_error(http_server *srv, struct MHD_Connection *c, re
   return send_response(srv, c, r, &ar);
 }
 
+static void memory_refusal_text(const http_server *srv, const req_ctx *r, char *msg, size_t cap) {
+  if (r->grant.by_client)
+    snprintf(msg, cap,
+             "the memory budget of this address's requests in flight is taken "
+             "(request_memory_per_ip = %llu)",
+             (unsigned long long)srv->cfg->request_memory_per_ip);
+  else
+    snprintf(msg, cap,
+             "the memory budget of requests in flight is taken (request_memory_max = %llu)",
+             (unsigned long long)srv->cfg->request_memory_max);
+}
+
 static enum MHD_Result send_memory_refusal(http_server *srv, struct MHD_Connection *c,
                                            req_ctx *r) {
-  char msg[160];
-  snprintf(msg, sizeof msg,
-           "the memory budget of requests in flight is taken (request_memory_max = %llu)",
-           (unsigned long long)srv->cfg->request_memory_max);
+  char msg[200];
+  memory_refusal_text(srv, r, msg, sizeof msg);
   return send_error(srv, c, r, 503, msg, NULL);
+}
+
+/* A max_inflight slot, and one of its address's max_inflight_per_ip, for a
+ * request whose body is all in (a trace: at its admission, its body streams
+ * into its job); false (msg says why) when either is taken: the caller
+ * answers 503.  Held until release_slots. */
+static bool take_slot(http_server *srv, req_ctx *r, char *msg, size_t cap) {
+  long now = atomic_fetch_add(&heavy_inflight, 1) + 1;
+  atomic_store(&r->heavy_counted, true);
+  mt_inflight_add(1);
+  if ((uint64_t)now > srv->cfg->max_inflight) {
+    snprintf(msg, cap, "too many requests in flight (max_inflight = %llu)",
+             (unsigned long long)srv->cfg->max_inflight);
+    return false;
+  }
+  if (r->client) {
+    uint32_t mine = atomic_fetch_add(&r->client->slots, 1) + 1;
+    atomic_store(&r->ip_counted, true);
+    if (srv->cfg->max_inflight_per_ip && mine > srv->cfg->max_inflight_per_ip) {
+      snprintf(msg, cap, "too many requests from this address in flight (max_inflight_per_ip = %llu)",
+               (unsigned long long)srv->cfg->max_inflight_per_ip);
+      return false;
+    }
+  }
+  return true;
 }
 
 /* ---- answers before the body is read ------------------------------------------- */
@@ -929,32 +968,51 @@ static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, re
       return send_too_large(srv, c, r);
     }
   }
-  if (api_route_heavy(r->route)) {
-    long now = atomic_fetch_add(&heavy_inflight, 1) + 1;
-    atomic_store(&r->heavy_counted, true);
-    mt_inflight_add(1);
-    if ((uint64_t)now > srv->cfg->max_inflight) {
-      char msg[128];
-      snprintf(msg, sizeof msg, "too many requests in flight (max_inflight = %llu)",
-               (unsigned long long)srv->cfg->max_inflight);
-      if (r->route == RT_TRACES)
-        r->close_after = true; /* a trace's body is not read */
+  if (r->route == RT_TRACES) {
+    /* a trace's job takes its body as it comes: its slots from now on */
+    char msg[160];
+    if (!take_slot(srv, r, msg, sizeof msg)) {
+      r->close_after = true; /* its body is not read */
       return send_error(srv, c, r, 503, msg, NULL);
     }
-  }
-  if (r->route == RT_TRACES)
     return trace_admit(srv, c, r);
+  }
   if (api_route_has_body(r->route) && clen) {
-    /* admitted with a share of the budget for its body, the arrays parsed
-     * from it and its answer (reqmem.h), reserved before a byte is read; the
-     * body's buffer is allocated whole at once */
-    if (!rm_grant_add(&r->grant, clen * RM_GRANT_FACTOR) ||
-        !rm_buf_reserve(&r->body, (size_t)clen)) {
+    /* Nothing is taken from headers alone but a small door reservation
+     * (RM_DOOR_BYTES of the body's buffer): the body's buffer grows as its
+     * bytes come (never past Content-Length), and the request's grant and
+     * max_inflight slot are taken when the body is all in (body_in).  So
+     * connections that send headers declaring large bodies, and nothing
+     * more, hold a few KiB each until read_timeout, not the budget. */
+    r->body.cap = (size_t)clen;
+    if (!rm_buf_reserve(&r->body, (size_t)(clen < RM_DOOR_BYTES ? clen : RM_DOOR_BYTES))) {
       r->out_of_memory = true;
       return send_memory_refusal(srv, c, r);
     }
   }
   return MHD_YES;
+}
+
+/* A request other than a trace is all in: its max_inflight slot, and a grant
+ * of RM_GRANT_FACTOR times its body for the arrays parsed from it and its
+ * answer (reqmem.h), so that the requests admitted can finish when many
+ * arrive together.  MHD_YES when admitted (then answered by the caller), else
+ * the 503 queued. */
+static bool body_in(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                    enum MHD_Result *refused) {
+  char msg[200];
+  if (!take_slot(srv, r, msg, sizeof msg)) {
+    *refused = send_error(srv, c, r, 503, msg, NULL);
+    return false;
+  }
+  if (api_route_has_body(r->route) &&
+      !rm_grant_reach(&r->grant, (uint64_t)r->body.len * RM_GRANT_FACTOR)) {
+    r->out_of_memory = true;
+    rm_buf_free(&r->body);
+    *refused = send_memory_refusal(srv, c, r);
+    return false;
+  }
+  return true;
 }
 
 /* The largest body answered on the event loop: inline_max_bytes, or a
@@ -983,6 +1041,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->srv = srv;
     r->c = c;
     r->entry = entry_of(c);
+    r->client = conns_client(srv->ct, r->entry);
+    r->grant.client = r->client;
     r->route = RT_OTHER; /* until api_route says */
     r->answer_fd = -1;
     r->start_ns = now_ns();
@@ -1078,10 +1138,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                  (unsigned long long)srv->cfg->max_body_bytes);
         early_error(srv, r, 413, msg);
       } else {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "the memory budget of requests in flight is taken (request_memory_max = %llu)",
-                 (unsigned long long)srv->cfg->request_memory_max);
+        char msg[200];
+        memory_refusal_text(srv, r, msg, sizeof msg);
         early_error(srv, r, 503, msg);
       }
     }
@@ -1102,6 +1160,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   if (r->dispatched)
     return MHD_YES; /* woken before the answer: keep waiting */
+  enum MHD_Result refused;
+  if (!r->feeding && api_route_heavy(r->route) && !atomic_load(&r->heavy_counted) &&
+      !body_in(srv, c, r, &refused))
+    return refused;
   if (r->feeding) {
     /* the trace's worker, feeding it, is told the body is in; it answers */
     r->dispatched = true;
@@ -1189,6 +1251,7 @@ static void req_release(http_server *srv, req_ctx *r) {
   rm_buf_free(&r->body);
   drop_answer(&r->ar); /* an answer never queued */
   rm_grant_end(&r->grant);
+  conns_client_put(srv->ct, r->client);
   free(r->url);
   free(r->fmt);
   if (r->feeding) {
@@ -1383,6 +1446,7 @@ static void http_state(void *ctx, mt_http_state *out) {
   out->memory_kept = rm_kept();
   out->slow_expired = cs.slow_expired;
   out->answered_early = cs.answered_early;
+  out->memory_refused_ip = rm_client_refused();
 }
 
 /* A new connection that has sent nothing stays with the kernel for about
@@ -1427,6 +1491,7 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   srv->cfg = cfg;
   id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
   rm_set_max(cfg->request_memory_max);
+  rm_set_client_max(cfg->request_memory_per_ip);
   rm_keep_set_max(cfg->request_memory_keep);
 #ifdef __GLIBC__
   /* Request buffers (bodies, arrays, answers: 100 KiB to MiBs) are mapped

@@ -22,6 +22,7 @@
 #ifndef PDBSYM_REQMEM_H
 #define PDBSYM_REQMEM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,10 @@
 /* Grant per byte of body: the answer of a /symbolicate frame with symbols
  * is about 7 times its request text, and the parsed arrays about 1. */
 #define RM_GRANT_FACTOR 8
+
+/* What a request reserves when its headers are in, before any of its body
+ * (fixed): its body's buffer up to this much, the rest as the body comes. */
+#define RM_DOOR_BYTES (16 * 1024)
 
 /* Sets the budget; 0 means no limit (the counts are still kept). */
 void rm_set_max(uint64_t max_bytes);
@@ -43,14 +48,34 @@ uint64_t rm_used(void);    /* bytes reserved now */
 uint64_t rm_peak(void);    /* most bytes reserved at once since start */
 uint64_t rm_refused(void); /* reservations refused since start */
 
-/* A request's share of the budget.  Zero-initialise. */
+/* A client address's share: what the grants of its requests hold together
+ * (at most rm_client_max() bytes), and its requests holding a max_inflight
+ * slot (counted by http.c).  One per address, kept by the connection table
+ * (conns_client). */
+typedef struct {
+  _Atomic uint64_t bytes;
+  _Atomic uint32_t slots;
+} rm_client;
+
+/* Bytes one client address's requests may reserve together
+ * (request_memory_per_ip); 0: no cap but the budget. */
+void rm_set_client_max(uint64_t max_bytes);
+uint64_t rm_client_max(void);
+uint64_t rm_client_refused(void); /* reservations refused for the client's cap */
+
+/* A request's share of the budget.  Zero-initialise (then set client). */
 typedef struct {
   uint64_t size; /* reserved in the budget for this request */
   uint64_t used; /* of which its buffers hold now */
+  rm_client *client; /* borrowed: its address's share, counted too; NULL: none */
+  bool by_client;    /* the last refusal was the client's cap, not the budget */
 } rm_grant;
 
-/* Reserves n more bytes for the request; false when the budget cannot. */
+/* Reserves n more bytes for the request; false when the budget (or its
+ * client's cap) cannot. */
 bool rm_grant_add(rm_grant *g, uint64_t n);
+/* Makes the grant at least n bytes (a no-op when it is); false as above. */
+bool rm_grant_reach(rm_grant *g, uint64_t n);
 /* Gives the whole grant back (its buffers must be gone or handed over). */
 void rm_grant_end(rm_grant *g);
 
