@@ -37,6 +37,8 @@ static const cf_setting settings[] = {
     U(max_parallel_downloads, "4", "HTTP transfers at once per symbol source"),
     U(download_workers, "4", "threads that read folder sources, unpack, parse and store downloads"),
     U(download_queue, "1000", "modules being looked up at once; a module beyond waits for room until its request's timeout, then is pending"),
+    U(request_downloads, "16", "of download_queue, downloads one request (a /symbolicate, v5 or /traces request) may have queued or running at once; its other modules wait for one of them until its timeout, then are pending; 0: none"),
+    U(request_downloads_max, "256", "downloads one request may start in all (each at most 14 GETs a key and source): its modules past it are pending without a download; 0: no limit"),
     U(download_connect_timeout, "10", "seconds to connect to a symbol server"),
     U(download_first_byte_timeout, "30", "seconds from connecting to the first byte of the answer"),
     U(download_timeout, "120", "seconds one transfer may take, at least (see download_min_rate)"),
@@ -47,7 +49,9 @@ static const cf_setting settings[] = {
     U(download_retry_base_ms, "250", "first retry's wait; doubled each time, +-25%, at most 8 s"),
     U(max_redirects, "5", "redirects followed per transfer (http and https only)"),
     U(max_decoded_ratio, "64", "a content-encoded (gzip...) body may inflate at most this many times"),
-    U(source_fail_threshold, "3", "failed transfers in a row (404s are not failures) after which a source is left alone ..."),
+    U(download_spare_slots, "1", "transfers a source may run beyond max_parallel_downloads, for modules with none running, while its transfers are slow (none younger than download_slow_after); 0: none"),
+    U(download_slow_after, "10", "seconds after which a running transfer counts as slow (download_spare_slots)"),
+    U(source_fail_threshold, "3", "modules in a row whose transfers failed (404s are not failures; a module's retries count once) after which a source is left alone ..."),
     U(source_backoff, "5", "... for this many seconds, doubled per further failure ..."),
     U(source_backoff_max, "300", "... up to this many seconds"),
     B(refuse_private_redirects, "false", "refuse redirects and file.ptr URLs to loopback, link-local and private addresses, unless the source's own address is one"),
@@ -384,5 +388,7 @@ void cfg_dl_limits(const srv_config *c, dl_limits *out) {
   out->source_fail_threshold = (int)c->source_fail_threshold;
   out->source_backoff_ms = (long)c->source_backoff * 1000;
   out->source_backoff_max_ms = (long)c->source_backoff_max * 1000;
+  out->spare_slots = c->download_spare_slots ? (int)c->download_spare_slots : -1;
+  out->slow_after_ms = (long)c->download_slow_after * 1000;
   out->refuse_private = c->refuse_private_redirects;
 }

@@ -26,6 +26,8 @@ typedef struct {
   uint64_t max_parallel_downloads; /* transfers at once per HTTP source */
   uint64_t download_workers;
   uint64_t download_queue;
+  uint64_t request_downloads;     /* jobs one request may have queued or running; 0: none */
+  uint64_t request_downloads_max; /* jobs one request may start in all; 0: none */
   uint64_t download_connect_timeout;     /* seconds */
   uint64_t download_first_byte_timeout;  /* seconds */
   uint64_t download_timeout;             /* seconds */
@@ -39,6 +41,8 @@ typedef struct {
   uint64_t source_fail_threshold;
   uint64_t source_backoff;               /* seconds */
   uint64_t source_backoff_max;           /* seconds */
+  uint64_t download_spare_slots;
+  uint64_t download_slow_after;          /* seconds */
   bool refuse_private_redirects;
   uint64_t negative_missing_ttl;         /* seconds */
   uint64_t negative_malformed_ttl;
@@ -111,6 +115,10 @@ typedef struct {
   int source_fail_threshold;     /* failed transfers in a row that put a source in backoff; 0: 3 */
   long source_backoff_ms;        /* ... for this long, doubled per further failure; 0: 5000 */
   long source_backoff_max_ms;    /* 0: 300000 */
+  int spare_slots;               /* transfers a source may run beyond max_parallel_downloads
+                                    for modules with none running, while fewer than this of
+                                    its transfers are younger than slow_after_ms; 0: 1, <0: none */
+  long slow_after_ms;            /* 0: 10000 */
   bool refuse_private;           /* redirects and file.ptr URLs leading to loopback,
                                     link-local or private addresses are refused unless
                                     the source's own address is of that kind */

@@ -90,6 +90,16 @@ enum { AC_PUBLIC = 0, AC_LOOPBACK = 1, AC_PRIVATE = 2, AC_LINKLOCAL = 4, AC_OTHE
 
 typedef struct probe probe;
 
+/* A source's queue is one lane per lookup owner (fetch_op_set_lane: the
+ * engine's request), served round-robin, so that one request's many probes
+ * do not stand in front of another's; each lane is first in, first out but
+ * for later phases, redirects and retries, which go to its front. */
+typedef struct lane {
+  struct lane *next;
+  uint64_t id;
+  probe *qhead, *qtail;
+} lane;
+
 typedef struct {
   bool http;
   char *base;
@@ -98,8 +108,11 @@ typedef struct {
   size_t nheaders;
   /* under f->mu */
   int active;                   /* transfers running */
-  probe *qhead, *qtail;         /* probes waiting for a transfer slot */
+  lane *lanes;                  /* lanes with probes waiting for a transfer slot */
+  lane *cur;                    /* the lane served next (NULL: the first) */
+  lane spare_lane;              /* the lane used when a new one cannot be allocated */
   int hit_layout[2], hit_var[2]; /* what answered last, per kind (0 PDB, 1 PE); -1 none */
+  st_format hit_format;         /* the PDB key that answered last (UNKNOWN: none yet) */
   int fail_streak;              /* failed transfers in a row (404s are answers, not failures) */
   uint64_t down_until;          /* backing off until then (ms, monotonic) */
   char down_error[160];
@@ -129,7 +142,8 @@ enum { ABORT_NONE, ABORT_FIRST_BYTE, ABORT_DEADLINE };
 struct fetch_op;
 
 struct probe {
-  probe *prev, *next;           /* in a source queue, f->running or f->timers */
+  probe *prev, *next;           /* in a source's lane, f->running or f->timers */
+  lane *ln;                     /* P_QUEUED: its lane */
   probe *gnext;                 /* all probes of the group */
   struct fetch_op *op;
   int src, key, layout, var, phase;
@@ -161,9 +175,16 @@ typedef struct xfer {
 typedef struct {
   bool used, open;
   int phase;                    /* released so far (1..3) */
-  int live;                     /* probes of released phases not settled */
+  int live;                     /* probes of its released phase not settled */
   probe *probes;
 } group;
+
+/* A source is asked for an op's keys in rounds, one (key, phase) at a time:
+ * round i is phase i / nkeys + 1 of the i % nkeys'th key in the source's
+ * likeliest order (the key of the format it answered last first), each
+ * round released when the one before has settled with misses; the first
+ * body a source gives ends its rounds (its file is verified: accepted, or
+ * the source is given up). */
 
 typedef struct cand {
   struct cand *next;
@@ -189,6 +210,10 @@ struct fetch_op {
   int groups_open;
   group groups[FETCH_MAX_SOURCES][2];
   bool given_up[FETCH_MAX_SOURCES];
+  int round[FETCH_MAX_SOURCES]; /* rounds released so far (0: none) */
+  int first_key[FETCH_MAX_SOURCES]; /* the key asked first of each source */
+  bool failed_on[FETCH_MAX_SOURCES]; /* counted in the source's failure streak once */
+  uint64_t lane;                /* its owner's lane in the source queues (0: the common one) */
   cand *cands, *cands_tail;
   uint64_t room_needed;         /* a transfer failed for the disk budget: what it needed */
   ps_diag err;                  /* the most telling failure so far */
@@ -211,6 +236,8 @@ struct fetcher {
   long retry_base_ms;
   int max_redirects;
   int max_parallel;
+  int spare_slots;              /* beyond max_parallel, for new modules while the others are slow */
+  uint64_t slow_after_ms;
   long backoff_ms, backoff_max_ms;
   int fail_threshold;
   bool refuse_private;
@@ -347,6 +374,7 @@ static ps_err add_source(fetcher *f, char *spec, const char *const *extra, ps_di
   while (n > 1 && s->base[n - 1] == '/')
     s->base[--n] = '\0';
   s->hit_layout[0] = s->hit_layout[1] = -1;
+  s->hit_format = ST_FORMAT_UNKNOWN;
   s->hit_var[0] = s->hit_var[1] = -1;
   s->origin_len = http ? origin_len(s->base) : 0;
   if (http)
@@ -1162,6 +1190,8 @@ ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag) {
   f->max_retries = cfg->lim.max_retries > 0 ? cfg->lim.max_retries : cfg->lim.max_retries < 0 ? 0 : 2;
   f->max_redirects = cfg->lim.max_redirects > 0 ? cfg->lim.max_redirects : 5;
   f->max_parallel = cfg->max_parallel_per_source > 0 ? cfg->max_parallel_per_source : 4;
+  f->spare_slots = cfg->lim.spare_slots > 0 ? cfg->lim.spare_slots : cfg->lim.spare_slots < 0 ? 0 : 1;
+  f->slow_after_ms = cfg->lim.slow_after_ms > 0 ? (uint64_t)cfg->lim.slow_after_ms : 10000u;
   f->retry_base_ms = cfg->lim.retry_base_ms > 0 ? cfg->lim.retry_base_ms : 250;
   f->backoff_ms = cfg->lim.source_backoff_ms > 0 ? cfg->lim.source_backoff_ms : 5000;
   f->backoff_max_ms = cfg->lim.source_backoff_max_ms > 0 ? cfg->lim.source_backoff_max_ms : 300000;
@@ -1195,7 +1225,7 @@ ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag) {
       /* connections are limited per source by the queues; keep one idle
        * connection per slot so probes reuse them */
       curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS,
-                        (long)(f->nsrc * (size_t)f->max_parallel));
+                        (long)(f->nsrc * (size_t)(f->max_parallel + f->spare_slots)));
       if (pthread_create(&f->net, NULL, net_main, f) != 0)
         r = ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "cannot start the network thread");
       else
@@ -1261,31 +1291,88 @@ static bool same_origin(const fetch_source *s, const char *url) {
 
 /* ------------------------------------------------ probes, groups (under f->mu) */
 
+/* The source's lane for owner id, made (at the end of the round) when it
+ * has none; the spare lane when one cannot be allocated. */
+static lane *lane_for(fetch_source *s, uint64_t id) {
+  lane **pp = &s->lanes;
+  for (; *pp; pp = &(*pp)->next)
+    if ((*pp)->id == id)
+      return *pp;
+  lane *l = calloc(1, sizeof *l);
+  if (!l) {
+    l = &s->spare_lane;
+    for (lane *x = s->lanes; x; x = x->next)
+      if (x == l)
+        return l;
+  }
+  l->id = id;
+  l->next = NULL;
+  *pp = l;
+  return l;
+}
+
+static void lane_drop(fetch_source *s, lane *l) {
+  lane **pp = &s->lanes;
+  while (*pp && *pp != l)
+    pp = &(*pp)->next;
+  if (*pp)
+    *pp = l->next;
+  if (s->cur == l)
+    s->cur = l->next;
+  if (l != &s->spare_lane)
+    free(l);
+}
+
 static void q_push(fetch_source *s, probe *p, bool front) {
+  lane *l = lane_for(s, p->op->lane);
+  p->ln = l;
   p->prev = p->next = NULL;
-  if (!s->qhead) {
-    s->qhead = s->qtail = p;
+  if (!l->qhead) {
+    l->qhead = l->qtail = p;
   } else if (front) {
-    p->next = s->qhead;
-    s->qhead->prev = p;
-    s->qhead = p;
+    p->next = l->qhead;
+    l->qhead->prev = p;
+    l->qhead = p;
   } else {
-    p->prev = s->qtail;
-    s->qtail->next = p;
-    s->qtail = p;
+    p->prev = l->qtail;
+    l->qtail->next = p;
+    l->qtail = p;
   }
 }
 
 static void q_remove(fetch_source *s, probe *p) {
+  lane *l = p->ln;
   if (p->prev)
     p->prev->next = p->next;
   else
-    s->qhead = p->next;
+    l->qhead = p->next;
   if (p->next)
     p->next->prev = p->prev;
   else
-    s->qtail = p->prev;
+    l->qtail = p->prev;
   p->prev = p->next = NULL;
+  p->ln = NULL;
+  if (!l->qhead)
+    lane_drop(s, l);
+}
+
+/* The next probe to start on source s: the head of the lane whose turn it
+ * is, the turn passing to the next lane; with fresh_only, the first lane
+ * head (from the turn on) of a module with no transfer running.  NULL: none. */
+static probe *q_next(fetch_source *s, bool fresh_only) {
+  lane *start = s->cur ? s->cur : s->lanes;
+  for (lane *l = start; l;) {
+    probe *p = l->qhead;
+    if (p && (!fresh_only || p->op->running == 0)) {
+      s->cur = l->next; /* the next lane's turn (NULL: the first's) */
+      q_remove(s, p);
+      return p;
+    }
+    l = l->next ? l->next : s->lanes;
+    if (l == start)
+      break;
+  }
+  return NULL;
 }
 
 static void l_push(probe **head, probe *p) {
@@ -1381,10 +1468,14 @@ static void group_close(fetch_op *op, group *g) {
   op->groups_open--;
 }
 
-static void give_up_source(fetch_op *op, int s) {
-  op->given_up[s] = true;
+static void source_close(fetch_op *op, int s) {
   for (int k = 0; k < 2; k++)
     group_close(op, &op->groups[s][k]);
+}
+
+static void give_up_source(fetch_op *op, int s) {
+  op->given_up[s] = true;
+  source_close(op, s);
 }
 
 static void probe_enqueue(fetcher *f, probe *p, bool front) {
@@ -1392,35 +1483,57 @@ static void probe_enqueue(fetcher *f, probe *p, bool front) {
   q_push(&f->src[p->src], p, front);
 }
 
-/* Releases the group's next phase with probes; closes the group (a miss) when
- * there is none. */
-static void release_phase(fetch_op *op, group *g) {
-  while (g->open && g->live == 0) {
-    int next = g->phase + 1;
-    if (next > 3) {
-      group_close(op, g);
+/* The group and phase of round i (0-based) of source s. */
+static group *round_group(fetch_op *op, int s, int i, int *phase) {
+  int nk = (int)op->nkeys;
+  int k = i % nk;
+  if (nk == 2 && op->first_key[s] == 1)
+    k = 1 - k;
+  *phase = i / nk + 1;
+  return &op->groups[s][k];
+}
+
+/* Releases source s's next round with probes once the current one has
+ * settled (every probe of it a miss); closes the source's groups (a miss)
+ * when no round is left. */
+static void source_advance(fetch_op *op, int s) {
+  int rounds = 3 * (int)op->nkeys;
+  for (;;) {
+    int phase;
+    if (op->round[s] > 0) {
+      group *g = round_group(op, s, op->round[s] - 1, &phase);
+      if (g->open && g->live > 0)
+        return; /* still going */
+    }
+    if (op->round[s] >= rounds) {
+      source_close(op, s);
       return;
     }
-    g->phase = next;
-    /* later phases jump the queue, so modules already started finish first;
-     * pushed in reverse to keep their order */
+    group *g = round_group(op, s, op->round[s]++, &phase);
+    if (!g->open)
+      continue;
+    g->phase = phase;
+    /* later phases jump their lane, so modules already started finish
+     * first; pushed in reverse to keep their order */
     probe *list[NLAYOUTS * NVARS];
     int n = 0;
     for (probe *p = g->probes; p && n < NLAYOUTS * NVARS; p = p->gnext)
-      if (p->state == P_HELD && p->phase == next)
+      if (p->state == P_HELD && p->phase == phase)
         list[n++] = p;
     for (int i = n - 1; i >= 0; i--) {
-      probe_enqueue(op->f, list[i], next > 1);
+      probe_enqueue(op->f, list[i], op->round[s] > 1);
       g->live++;
     }
+    if (n)
+      return;
   }
 }
 
-/* A probe of g settled without a body (a miss). */
-static void group_settle(fetch_op *op, group *g) {
+/* A probe of g (source s) settled without a body (a miss). */
+static void group_settle(fetch_op *op, group *g, int s) {
   if (g->live > 0)
     g->live--;
-  release_phase(op, g);
+  source_advance(op, s);
 }
 
 static probe *probe_new(fetch_op *op, int s, int k, int layout, int var, int phase,
@@ -1675,7 +1788,14 @@ static void maybe_free_op(fetch_op *op) {
     op_free_mem(op);
 }
 
-static void source_failed(fetcher *f, fetch_source *s, const ps_diag *d) {
+/* A transfer of p's module failed on source s (not a 404).  A module's
+ * failures count once in the source's streak (its retries, its other
+ * probes, both its keys): a source is left alone when fail_threshold
+ * modules in a row failed there, not when one module failed three times. */
+static void source_failed(fetcher *f, fetch_source *s, probe *p, const ps_diag *d) {
+  if (p->op->failed_on[p->src])
+    return;
+  p->op->failed_on[p->src] = true;
   s->fail_streak++;
   if (s->fail_streak >= f->fail_threshold) {
     int extra = s->fail_streak - f->fail_threshold;
@@ -1764,11 +1884,11 @@ static void ptr_done(fetcher *f, probe *p, group *g) {
       }
     }
   }
-  group_settle(op, g);
+  group_settle(op, g, p->src);
 }
 
 /* A finished body: a candidate for the caller. */
-static void body_done(fetcher *f, probe *p, group *g) {
+static void body_done(fetcher *f, probe *p) {
   fetch_op *op = p->op;
   cand *c = calloc(1, sizeof *c);
   if (!c) {
@@ -1801,8 +1921,10 @@ static void body_done(fetcher *f, probe *p, group *g) {
   else
     op->cands = c;
   op->cands_tail = c;
-  /* this group has its file; the source's other key goes on */
-  group_close(op, g);
+  /* the source has given its file: it is verified, and accepted (the lookup
+   * ends) or refused (the source is given up), so nothing more is asked of
+   * it - not its other key, not the later rounds */
+  source_close(op, p->src);
 }
 
 static void on_done(fetcher *f, probe *p, CURLcode rc) {
@@ -1837,7 +1959,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
       end_transfer(f, p);
       ptr_done(f, p, g);
     } else {
-      body_done(f, p, g);
+      body_done(f, p);
       end_transfer(f, p);
       probe_drop_file(f, p); /* the file went to the candidate */
     }
@@ -1894,7 +2016,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   } else if (p_over || rc == CURLE_FILESIZE_EXCEEDED) {
     if (p->var == VAR_PTR) { /* not a file.ptr */
       probe_drop_file(f, p);
-      group_settle(op, g);
+      group_settle(op, g, p->src);
     } else {
       ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1, "%.120s is larger than the %llu-byte cap",
                   url, (unsigned long long)p->x->cap);
@@ -1927,12 +2049,12 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
                   url);
       note_error(op, &d, 1);
     }
-    group_settle(op, g);
+    group_settle(op, g, p->src);
   } else if (rc == CURLE_HTTP_RETURNED_ERROR) {
     bool retry = code >= 500 || code == 429 || code == 408;
     ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld from %.120s", code, url);
     if (retry) {
-      source_failed(f, s, &d);
+      source_failed(f, s, p, &d);
       probe_retry(f, p, &d);
     } else {
       s->fail_streak = 0; /* 401, 403...: an answer, but not one to retry */
@@ -1946,7 +2068,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
       ps_diag_set(&d, PS_E_TIMEOUT, "fetch", (size_t)-1,
                   "%.120s: not complete within its deadline (%llu of %lld bytes)", url,
                   (unsigned long long)p->x->t.bytes, (long long)p->x->length);
-    source_failed(f, s, &d);
+    source_failed(f, s, p, &d);
     if (why == ABORT_FIRST_BYTE)
       probe_retry(f, p, &d);
     else
@@ -1954,7 +2076,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   } else {
     ps_diag_set(&d, rc == CURLE_OPERATION_TIMEDOUT ? PS_E_TIMEOUT : PS_E_NETWORK, "fetch",
                 (size_t)-1, "%.120s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
-    source_failed(f, s, &d);
+    source_failed(f, s, p, &d);
     /* a source that answered and then went too slow stays slow: not retried */
     if (retryable_curl(rc) && !(rc == CURLE_OPERATION_TIMEDOUT && got_byte))
       probe_retry(f, p, &d);
@@ -1982,9 +2104,26 @@ static uint64_t pump(fetcher *f) {
   }
   for (size_t i = 0; i < f->nsrc; i++) {
     fetch_source *s = &f->src[i];
-    while (s->qhead && (s->active < f->max_parallel || s->down_until > now)) {
-      probe *p = s->qhead;
-      q_remove(s, p);
+    while (s->lanes) {
+      /* max_parallel transfers; past them, while fewer than spare_slots of
+       * the source's transfers are young (under slow_after), spare slots
+       * for modules with no transfer running: slow transfers of some
+       * modules do not hold every slot against the others */
+      bool fresh_only = false;
+      if (s->down_until <= now && s->active >= f->max_parallel) {
+        if (s->active >= f->max_parallel + f->spare_slots)
+          break;
+        int young = 0;
+        for (probe *r = f->running; r; r = r->next)
+          if (r->src == (int)i && now - r->x->started < f->slow_after_ms)
+            young++;
+        if (young >= f->spare_slots)
+          break;
+        fresh_only = true;
+      }
+      probe *p = q_next(s, fresh_only);
+      if (!p)
+        break;
       fetch_op *op = p->op;
       ps_diag d;
       ps_diag_clear(&d);
@@ -2102,6 +2241,12 @@ fetch_op *fetch_op_new(fetcher *f, const module_id *m, bool image, st_format fmt
   return op;
 }
 
+void fetch_op_set_lane(fetch_op *op, uint64_t id) {
+  pthread_mutex_lock(&op->f->mu);
+  op->lane = id;
+  pthread_mutex_unlock(&op->f->mu);
+}
+
 void fetch_op_free(fetch_op *op) {
   if (!op)
     return;
@@ -2188,6 +2333,8 @@ static bool consider(fetch_op *op, cand *c, fetch_verify_fn verify, void *vctx,
   fetch_source *s = &f->src[c->src];
   s->hit_layout[op->image] = c->layout;
   s->hit_var[op->image] = c->var;
+  if (!op->image)
+    s->hit_format = k->format;
   pthread_mutex_unlock(&f->mu);
   return true;
 }
@@ -2355,8 +2502,14 @@ static void net_start(fetch_op *op) {
         group_close(op, g);
         continue;
       }
-      release_phase(op, g);
     }
+  for (size_t s = 0; s < f->nsrc; s++) {
+    /* the likeliest key first: the format the source answered with last */
+    op->first_key[s] = op->nkeys == 2 && f->src[s].hit_format != ST_FORMAT_UNKNOWN &&
+                       op->keys[1].format == f->src[s].hit_format;
+    if (op->groups[s][0].open || op->groups[s][1].open)
+      source_advance(op, (int)s);
+  }
   pthread_mutex_unlock(&f->mu);
   if (f->multi)
     curl_multi_wakeup(f->multi);

@@ -130,6 +130,12 @@ typedef struct {
   st_format format;      /* the key it was found under */
 } fetch_result;
 
+/* The lane of the op's probes in every source's queue (0, the default: the
+ * common lane).  Lanes are served round-robin, so the lookups of one owner
+ * (the engine: one request) wait behind each other, not behind another's.
+ * Before the first fetch_op_step. */
+void fetch_op_set_lane(fetch_op *op, uint64_t id);
+
 /* Advances the lookup on the calling thread: the folder sources (first call),
  * then the downloads the network thread finished (unpacked and verified here).
  * Returns FETCH_FOUND (res filled), FETCH_NOT_FOUND, FETCH_ERROR (diag says

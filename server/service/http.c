@@ -124,6 +124,7 @@ typedef struct {
   trace_format trace_fmt;
   uint64_t trace_timeout_s; /* ?timeout=, or default_timeout */
   int answer_fd;            /* the answer's file, once run_trace wrote it; -1: none */
+  engine_share *share;      /* the trace's share of the download queue */
   uint64_t answer_size;
   /* the body's bytes on their way from the event loop to the worker: under
    * feed_mu, the loop appends to feed (at most trace_feed_bytes), the
@@ -604,6 +605,7 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
     o.code_budget = (size_t)srv->cfg->trace_code_budget;
     o.spill_dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : NULL;
     o.name = "trace.nettrace";
+    o.share = r->share;
     ps_diag_clear(&r->trace_diag);
     if (trace_job_open(&o, &r->job, &r->trace_diag) != PS_E_OK) {
       r->trace_failed = true;
@@ -865,6 +867,7 @@ static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, r
     if (*t && !*end && v <= srv->cfg->max_timeout)
       r->trace_timeout_s = v;
   }
+  r->share = engine_share_new(srv->a->eng); /* NULL: none */
   /* the worker that feeds the body to the job, from now on */
   r->feed = malloc((size_t)srv->cfg->trace_feed_bytes);
   r->feed_spare = malloc((size_t)srv->cfg->trace_feed_bytes);
@@ -1252,6 +1255,7 @@ static void req_release(http_server *srv, req_ctx *r) {
   drop_answer(&r->ar); /* an answer never queued */
   rm_grant_end(&r->grant);
   conns_client_put(srv->ct, r->client);
+  engine_share_end(srv->a->eng, r->share);
   free(r->url);
   free(r->fmt);
   if (r->feeding) {
