@@ -408,7 +408,7 @@ def allowed(m, big):
     if m.kind.startswith("corpus"):
         a |= {"malformed"}    # some corpus files are odd on purpose (see its README)
     if m.size > big:
-        a |= {"fetch_error"}  # larger than the cache cap: never downloaded
+        a |= {"fetch_error"}  # larger than its share of the cache cap: never downloaded
     return a
 
 
@@ -946,7 +946,7 @@ def main():
         sys.stdout.flush()
 
         natives = [m for m in mods if m.native and m.home == "good" and not m.cab]
-        big = args.cap
+        big = args.cap * 25 // 100  # download_max_share (25 %): larger ones are never downloaded
         workers = [threading.Thread(target=good_client, args=(port, hot, pool, big)) for _ in range(2)]
         workers += [threading.Thread(target=v5_client, args=(port, natives, big)),
                     threading.Thread(target=unknown_client, args=(port,)),

@@ -52,6 +52,10 @@ int cmd_serve(int argc, char **argv) {
                     "request_workers <= 4096 and http_threads <= 256\n");
     return 2;
   }
+  if (cfg.download_max_share < 1 || cfg.download_max_share > 100) {
+    fprintf(stderr, "pdbsym serve: download_max_share must be between 1 and 100 (percent)\n");
+    return 2;
+  }
   if (cfg.trace_rate_window < 1 || cfg.trace_rate_window > 3600) {
     fprintf(stderr, "pdbsym serve: trace_rate_window must be between 1 and 3600 seconds\n");
     return 2;

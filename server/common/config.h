@@ -23,6 +23,7 @@ typedef struct {
   uint64_t cache_max_bytes;   /* 0 = the cache's default */
   uint64_t mem_max_bytes;     /* 0 = the engine's default */
   uint64_t max_pdb_bytes;     /* 0 = the engine's default */
+  uint64_t download_max_share; /* percent of cache_max_bytes one download may take */
   uint64_t max_parallel_downloads; /* transfers at once per HTTP source */
   uint64_t download_workers;
   uint64_t download_queue;

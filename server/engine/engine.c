@@ -71,7 +71,6 @@
 #define ENGINE_STOP_FLOOR_MS 500u /* a thread's time to stop, whatever stop_timeout leaves */
 #define ENGINE_FAILS_MAX 4096 /* modules whose consecutive failures are remembered */
 #define ENGINE_PERSIST_GRACE_MS 10000u /* at shutdown, the writer's time to empty it */
-#define ENGINE_DOWNLOAD_ROOM ((uint64_t)1 << 20) /* kept free for downloads as jobs start */
 #define ENGINE_ROOM_TRIES 3 /* evictions for one job's download that did not fit */
 #define ENGINE_ROOM_WAIT_MS 5000u /* a try's wait for other downloads to give room back */
 #define ENGINE_DEFAULT_PERSIST_QUEUE 16
@@ -264,34 +263,13 @@ static uint64_t refresh_disk_budget_for(engine *e, uint64_t writing) {
 
 static uint64_t refresh_disk_budget(engine *e) { return refresh_disk_budget_for(e, 0); }
 
-/* What the cache counts beside its database: the downloads in flight. */
+/* What the cache counts beside its database: the downloads in flight that
+ * have proved to be what they claim (fetch_tmp_proved_bytes).  Bytes of a
+ * download that has not are never a reason to evict: when the budget
+ * shrinks under them the download is stopped instead (fetch.c). */
 static uint64_t downloads_bytes(void *ctx) {
   engine *e = ctx;
-  return e->fetch ? fetch_tmp_bytes(e->fetch) : 0;
-}
-
-/* As a job starts: when what downloads may still write is under
- * ENGINE_DOWNLOAD_ROOM (or a quarter of the cap, for small caps), the cache
- * evicts least recently used modules to make that much room, rather than
- * letting a download pass the cap. */
-static void ensure_download_room(engine *e) {
-  uint64_t left = refresh_disk_budget(e);
-  uint64_t busy = fetch_tmp_bytes(e->fetch);
-  uint64_t want = ENGINE_DOWNLOAD_ROOM < e->cache_max / 4 ? ENGINE_DOWNLOAD_ROOM : e->cache_max / 4;
-  if (left >= busy + want)
-    return;
-  uint64_t freed = 0;
-  ps_diag d;
-  ps_diag_clear(&d);
-  store_make_room(e->store, want, &freed, &d);
-  refresh_disk_budget(e);
-  if (freed) {
-    log_line l;
-    log_begin(&l, LOG_DEBUG, "made room for downloads");
-    log_int(&l, "bytes", (long long)want);
-    log_int(&l, "freed", (long long)freed);
-    log_end(&l);
-  }
+  return e->fetch ? fetch_tmp_proved_bytes(e->fetch) : 0;
 }
 
 /* ---- open/close ------------------------------------------------------------ */
@@ -316,9 +294,14 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   e->cache_max = cfg->cache_max_bytes ? cfg->cache_max_bytes : ENGINE_DEFAULT_CACHE_MAX;
   if (!e->cfg.max_pdb_bytes)
     e->cfg.max_pdb_bytes = ENGINE_DEFAULT_MAX_PDB;
-  /* no single download larger than the cache may hold */
-  if (e->cfg.max_pdb_bytes > e->cache_max)
-    e->cfg.max_pdb_bytes = e->cache_max;
+  /* no single download (or unpacked member) larger than its share of the
+   * cache: an endless or inflating body stops there */
+  uint64_t share = cfg->download_max_share > 0 && cfg->download_max_share <= 100
+                       ? (uint64_t)cfg->download_max_share
+                       : 100;
+  uint64_t most = e->cache_max / 100 * share + e->cache_max % 100 * share / 100;
+  if (e->cfg.max_pdb_bytes > most)
+    e->cfg.max_pdb_bytes = most;
   if (e->cfg.negative_error_ttl <= 0)
     e->cfg.negative_error_ttl = 30;
   if (e->cfg.negative_error_max_ttl <= 0)
@@ -1161,7 +1144,10 @@ static void job_step(engine *e, job *j) {
         job_finish(e, j, MOD_MISSING, NULL);
         return;
       }
-      ensure_download_room(e);
+      /* nothing is evicted for a download that has not started: a module
+       * no source has would empty a full cache a slice at a time; the cache
+       * makes room for one that proved itself and ran out (make_room) */
+      refresh_disk_budget(e);
       if (j->embedded_only) { /* the PDB is known to be missing: its image only */
         if (!embedded_start(e, j, &d)) {
           job_finish(e, j, MOD_FETCH_ERROR, ps_diag_format(&d, msg, sizeof msg));

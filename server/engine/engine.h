@@ -30,6 +30,7 @@ typedef struct {
   uint64_t cache_max_bytes;      /* PDBSYM_CACHE_MAX_BYTES; 0: default */
   uint64_t mem_max_bytes;        /* hot-set budget; 0: default */
   uint64_t max_pdb_bytes;        /* largest PDB accepted; 0: default (capped by the cache's cap) */
+  int download_max_share;        /* percent of the cache's cap one download may take; 0: 100 */
   int max_parallel_downloads;    /* transfers at once per HTTP source; 0: 4 */
   int download_workers;          /* threads that read, unpack, parse and store downloads; 0: 4 */
   int download_queue;            /* modules being looked up at once; 0: 1000 */

@@ -65,6 +65,7 @@
 #define FETCH_MAX_BACKOFF_MS 8000L
 #define FETCH_RATIO_FLOOR 65536u /* the decoded/encoded ratio is checked past this */
 #define FETCH_TICK_MS 250         /* the network thread's longest sleep */
+#define FETCH_HEAD 64             /* bytes of a body's head kept to prove its format */
 
 /* Layouts: where a key lives on a store (see docs/fetch.md, "Keys"). */
 enum {
@@ -128,12 +129,15 @@ typedef struct {
   st_format format;             /* the PDB format this key is for (UNKNOWN: image) */
 } fetch_key;
 
+/* A temporary file.  Its bytes are counted in f->tmp_bytes as they are
+ * written (never a declared length ahead of them), and in f->proved_bytes
+ * too once it has proved to be what it claims (tmp_prove): only those ask
+ * the cache to evict for them (fetch_tmp_proved_bytes). */
 typedef struct {
   char path[1100];
   int fd;
   uint64_t bytes;               /* counted in f->tmp_bytes */
-  uint64_t reserved;            /* counted too: the rest of a declared length, taken from
-                                   the budget when the transfer's first bytes came */
+  bool proved;                  /* a whole file, or a head that parsed as its format */
 } tmpfile_t;
 
 enum { P_HELD, P_QUEUED, P_RUNNING, P_TIMER, P_DONE };
@@ -163,6 +167,10 @@ typedef struct xfer {
   tmpfile_t t;
   uint64_t cap;
   bool over, io_error, disk_full, ratio_over, encoded, html, got_byte;
+  uint8_t head[FETCH_HEAD];     /* the body's first bytes, for head_proves */
+  size_t nhead;
+  bool judged;                  /* head_proves has looked at the head */
+  uint64_t claimed;             /* proved by a format that states its size: that size */
   uint64_t need;                /* disk_full: the bytes the file needs (declared, or a guess) */
   int io_errno;
   int abort_why;
@@ -253,6 +261,7 @@ struct fetcher {
   probe *timers;                /* probes waiting for their retry */
   int nops;
   _Atomic uint64_t tmp_bytes;
+  _Atomic uint64_t proved_bytes; /* of tmp_bytes: files that proved themselves */
   _Atomic uint64_t budget;
 };
 
@@ -689,6 +698,10 @@ uint64_t fetch_tmp_bytes(const fetcher *f) {
   return f ? atomic_load(&((fetcher *)f)->tmp_bytes) : 0;
 }
 
+uint64_t fetch_tmp_proved_bytes(const fetcher *f) {
+  return f ? atomic_load(&((fetcher *)f)->proved_bytes) : 0;
+}
+
 static bool tmp_create(fetcher *f, tmpfile_t *t, ps_diag *diag) {
   snprintf(t->path, sizeof t->path, "%s/.pdbsym-XXXXXX.part", f->tmp_dir);
   t->bytes = 0;
@@ -702,6 +715,21 @@ static bool tmp_create(fetcher *f, tmpfile_t *t, ps_diag *diag) {
   return true;
 }
 
+static void tmp_uncount(fetcher *f, tmpfile_t *t) {
+  budget_give(f, t->bytes);
+  if (t->proved)
+    atomic_fetch_sub(&f->proved_bytes, t->bytes);
+  t->bytes = 0;
+}
+
+/* t has proved to be what it claims: its bytes count as proved from now on. */
+static void tmp_set_proved(fetcher *f, tmpfile_t *t) {
+  if (t->proved)
+    return;
+  t->proved = true;
+  atomic_fetch_add(&f->proved_bytes, t->bytes);
+}
+
 static void tmp_drop(fetcher *f, tmpfile_t *t) {
   if (t->fd >= 0)
     close(t->fd);
@@ -709,13 +737,13 @@ static void tmp_drop(fetcher *f, tmpfile_t *t) {
   if (t->path[0])
     unlink(t->path);
   t->path[0] = '\0';
-  budget_give(f, t->bytes + t->reserved);
-  t->bytes = t->reserved = 0;
+  tmp_uncount(f, t);
+  t->proved = false;
 }
 
 static bool tmp_rewind(fetcher *f, tmpfile_t *t) {
-  budget_give(f, t->bytes + t->reserved);
-  t->bytes = t->reserved = 0;
+  tmp_uncount(f, t);
+  t->proved = false;
   return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0;
 }
 
@@ -746,21 +774,19 @@ static void log_disk_full(const char *path, int err) {
 /* Writes n bytes to t under the disk budget.  PS_E_OK, PS_E_LIMIT (budget) or
  * PS_E_IO (errno set). */
 static ps_err tmp_write(fetcher *f, tmpfile_t *t, const void *data, size_t n) {
-  /* bytes of a reserved length are counted already */
-  uint64_t from_res = n < t->reserved ? n : t->reserved;
-  uint64_t more = n - from_res;
-  if (more && !budget_take(f, more))
+  if (!budget_take(f, n))
     return PS_E_LIMIT;
-  t->reserved -= from_res;
   if (!write_all(t->fd, data, n)) {
     int err = errno;
-    budget_give(f, n); /* what this write took, from the reservation or the budget */
+    budget_give(f, n);
     errno = err;
     if (err == ENOSPC || err == EDQUOT)
       log_disk_full(t->path, err);
     return PS_E_IO;
   }
   t->bytes += n;
+  if (t->proved)
+    atomic_fetch_add(&f->proved_bytes, n);
   return PS_E_OK;
 }
 
@@ -1030,7 +1056,7 @@ static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, uint64_t *ne
     ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot map %.100s", t->path);
     return false;
   }
-  tmpfile_t out = {"", -1, 0, 0};
+  tmpfile_t out = {"", -1, 0, true}; /* unpacked from a whole file */
   bool ok = false;
   cab_archive *a = NULL;
   if (!tmp_create(f, &out, diag))
@@ -1562,12 +1588,71 @@ static probe *probe_new(fetch_op *op, int s, int k, int layout, int var, int pha
 
 /* ------------------------------------------------------- the network thread */
 
+static uint32_t le32(const uint8_t *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Whether the first FETCH_HEAD bytes h of a body are the file probe p asks
+ * for, before the rest has come: the cache evicts for a download only once
+ * it has proved itself so (or is whole), never for bytes that are nothing
+ * yet (an endless or hostile body).  len: the declared length (-1: none, or
+ * content-encoded).  *claimed gets the size the format states, when it does.
+ *   Windows PDB key: the MSF 7.00 superblock (LLVM's MSFCommon.h: the 32-byte
+ *     magic, then BlockSize, FreeBlockMapBlock, NumBlocks), BlockSize 512,
+ *     1024, 2048 or 4096, the file NumBlocks * BlockSize bytes, equal to len
+ *     when there is one;
+ *   Portable PDB key: the metadata root's signature "BSJB" (ECMA-335 II.24.2.1);
+ *   image: "MZ";
+ *   any key, a cabinet ([MS-CAB] 2.1 CFHEADER): "MSCF", cbCabinet at offset 8
+ *     equal to len when there is one. */
+static bool head_proves(const probe *p, const uint8_t *h, int64_t len, uint64_t *claimed) {
+  static const uint8_t msf[32] = "Microsoft C/C++ MSF 7.00\r\n\x1a" "DS\0\0";
+  *claimed = 0;
+  if (!memcmp(h, "MSCF", 4)) {
+    uint64_t cb = le32(h + 8);
+    *claimed = cb;
+    return cb >= 36 && (len < 0 || cb == (uint64_t)len);
+  }
+  st_format fmt = p->op->keys[p->key].format;
+  if (p->op->image)
+    return h[0] == 'M' && h[1] == 'Z';
+  if (fmt == ST_FORMAT_PORTABLE)
+    return !memcmp(h, "BSJB", 4);
+  if (memcmp(h, msf, sizeof msf))
+    return false;
+  uint32_t bs = le32(h + 32), nb = le32(h + 40);
+  if (bs != 512 && bs != 1024 && bs != 2048 && bs != 4096)
+    return false;
+  *claimed = (uint64_t)bs * nb;
+  return nb > 0 && (len < 0 || *claimed == (uint64_t)len);
+}
+
+/* The head of a body so far: once FETCH_HEAD bytes are in, judged once. */
+static void take_head(probe *p, const char *data, size_t n) {
+  xfer *x = p->x;
+  if (x->judged || p->var == VAR_PTR)
+    return;
+  size_t k = FETCH_HEAD - x->nhead < n ? FETCH_HEAD - x->nhead : n;
+  memcpy(x->head + x->nhead, data, k);
+  x->nhead += k;
+  if (x->nhead < FETCH_HEAD)
+    return;
+  x->judged = true;
+  curl_off_t len = -1;
+  curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+  if (x->encoded)
+    len = -1;
+  if (head_proves(p, x->head, (int64_t)len, &x->claimed))
+    tmp_set_proved(p->op->f, &x->t);
+}
+
 static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
   probe *p = ud;
   fetcher *f = p->op->f;
   size_t n = size * nmemb;
   p->x->got_byte = true;
-  if (p->x->t.bytes + n > p->x->cap) {
+  /* a file that stated its size (tmp_prove) may not pass it */
+  if (p->x->t.bytes + n > p->x->cap || (p->x->claimed && p->x->t.bytes + n > p->x->claimed)) {
     p->x->over = true;
     return 0;
   }
@@ -1580,26 +1665,21 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
       return 0;
     }
   }
-  if (p->x->t.bytes == 0 && p->x->t.reserved == 0) {
-    /* the declared length must fit in the disk budget as a whole: refused
-     * before anything is written, else taken from the budget at once, so
-     * what the folder will hold is counted from the start (the cache counts
-     * it when it makes room for a module it stores) */
-    curl_off_t len = -1;
-    curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
-    if (len > 0 && !p->x->encoded) {
-      if (!budget_take(f, (uint64_t)len)) {
-        p->x->disk_full = true;
-        p->x->need = (uint64_t)len;
-        return 0;
-      }
-      p->x->t.reserved = (uint64_t)len;
-    }
-  }
+  /* the cache's room is taken for bytes received, not declared: a 1 KiB
+   * answer declaring 19 MiB takes 1 KiB */
+  take_head(p, data, n);
   ps_err r = tmp_write(f, &p->x->t, data, n);
   if (r == PS_E_LIMIT) {
     p->x->disk_full = true;
-    p->x->need = (p->x->t.bytes + n) * 2; /* no length: twice what came so far */
+    /* the cache evicts for a download that proved itself, never for one
+     * that has not (need 0): its declared or stated size, else twice what
+     * came so far */
+    curl_off_t len = -1;
+    curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+    p->x->need = !p->x->t.proved ? 0
+                 : p->x->claimed ? p->x->claimed
+                 : len > 0 && !p->x->encoded ? (uint64_t)len
+                                             : (p->x->t.bytes + n) * 2;
     return 0;
   }
   if (r != PS_E_OK) {
@@ -1659,6 +1739,14 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
       p->x->abort_why = ABORT_FIRST_BYTE;
       return 1;
     }
+  }
+  /* the budget shrank under a download that has not proved itself (the
+   * cache stored a module): it goes now, not at its next write */
+  uint64_t budget = atomic_load(&f->budget);
+  if (!p->x->t.proved && budget && p->x->t.bytes && atomic_load(&f->tmp_bytes) > budget) {
+    p->x->disk_full = true;
+    p->x->need = 0;
+    return 1;
   }
   uint64_t limit = (uint64_t)f->transfer_timeout_ms;
   if (dltotal > 0) {
@@ -1902,7 +1990,9 @@ static void body_done(fetcher *f, probe *p) {
   c->t = p->x->t;
   p->x->t.fd = -1;
   p->x->t.path[0] = '\0';
-  p->x->t.bytes = p->x->t.reserved = 0;
+  p->x->t.bytes = 0;
+  p->x->t.proved = false;
+  tmp_set_proved(f, &c->t); /* a whole file */
   c->src = p->src;
   c->key = p->key;
   c->layout = p->layout;
@@ -2033,8 +2123,9 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
     if (p->x->need > op->room_needed)
       op->room_needed = p->x->need;
     ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1,
-                "%.100s: the download area's %llu-byte budget is used up", url,
-                (unsigned long long)atomic_load(&f->budget));
+                "%.100s: the download area's %llu-byte budget is used up%s", url,
+                (unsigned long long)atomic_load(&f->budget),
+                p->x->need ? "" : " (nothing evicted for it: its first bytes are not the file asked for)");
     probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (p_io) {
@@ -2445,6 +2536,7 @@ static local_result local_source(fetch_op *op, int s, int k, fetch_verify_fn ver
       op_note(op, &d, 2);
       return LOCAL_GIVE_UP;
     }
+    tmp_set_proved(f, &c.t); /* a whole file */
     c.src = s;
     c.key = k;
     c.layout = items[i].layout;
