@@ -47,6 +47,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -77,6 +78,7 @@
 #define ENGINE_DEFAULT_PERSIST_BYTES ((uint64_t)256 << 20)
 #define ENGINE_RESOLVE_LOOKS 8 /* cache looks of one resolve while jobs keep finishing */
 #define ENGINE_NEWCOMER_SHARE 8 /* 1/8 of download_queue is left to requests with no job yet */
+#define ENGINE_PROBE_MS 5000u /* the cache writer tries a write in the cache folder this often */
 
 enum { J_START, J_PDB, J_IMAGE, J_EMBEDDED, J_NAMES, J_INGEST };
 
@@ -195,6 +197,11 @@ struct engine {
   bool pq_closing;         /* engine_close began: workers queue without waiting */
   uint64_t pq_deadline;    /* after pq_stop: tables not written by then are left */
   uint64_t pq_saved, pq_failed, pq_dropped;
+  /* the cache folder's last write probe (writer thread; read by /ready) */
+  _Atomic bool unwritable;
+  pthread_mutex_t probe_mu;
+  char probe_error[200];
+  uint64_t probe_next;     /* writer thread only */
 };
 
 uint64_t engine_now_ms(void) {
@@ -315,6 +322,7 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   pthread_cond_init(&e->work_cv, NULL);
   pthread_mutex_init(&e->pq_mu, NULL);
   pthread_cond_init(&e->pq_cv, NULL);
+  pthread_mutex_init(&e->probe_mu, NULL);
   e->pq_max = cfg->persist_queue > 0 ? (size_t)cfg->persist_queue : ENGINE_DEFAULT_PERSIST_QUEUE;
   e->pq_max_bytes = cfg->persist_queue_bytes ? cfg->persist_queue_bytes
                                              : ENGINE_DEFAULT_PERSIST_BYTES;
@@ -537,6 +545,7 @@ void engine_close_within(engine *e, uint64_t budget_ms) {
   pthread_cond_destroy(&e->work_cv);
   pthread_mutex_destroy(&e->pq_mu);
   pthread_cond_destroy(&e->pq_cv);
+  pthread_mutex_destroy(&e->probe_mu);
   free(e->hash);
   free(e->fails);
   free(e->workers);
@@ -878,14 +887,70 @@ static void persist_enqueue(engine *e, store_entry *ent, const char *key) {
   pthread_mutex_unlock(&e->pq_mu);
 }
 
+/* Whether the cache folder takes a write now: a small file made, written,
+ * synced and removed (the writer thread, never the event loop).  A cache on
+ * a read-only, full or vanished file system would fail every download and
+ * every store while /ready said 200. */
+static void probe_folder(engine *e) {
+  char p[1100];
+  snprintf(p, sizeof p, "%s/.pdbsym-write-probe", e->cache_dir);
+  int err = 0;
+  int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    err = errno;
+  } else {
+    if (write(fd, "x", 1) != 1 || fsync(fd) != 0)
+      err = errno ? errno : EIO;
+    close(fd);
+    unlink(p);
+  }
+  bool was = atomic_load(&e->unwritable);
+  pthread_mutex_lock(&e->probe_mu);
+  if (err)
+    snprintf(e->probe_error, sizeof e->probe_error, "the cache folder %.100s cannot be written: %s",
+             e->cache_dir, strerror(err));
+  pthread_mutex_unlock(&e->probe_mu);
+  atomic_store(&e->unwritable, err != 0);
+  if (was != (err != 0)) {
+    log_line l;
+    log_begin(&l, err ? LOG_ERROR : LOG_INFO,
+              err ? "the cache folder cannot be written: not ready" : "the cache folder can be written again");
+    log_str(&l, "cache_dir", e->cache_dir);
+    if (err)
+      log_str(&l, "error", strerror(err));
+    log_end(&l);
+  }
+  e->probe_next = engine_now_ms() + ENGINE_PROBE_MS;
+}
+
+bool engine_writable(engine *e, char *why, size_t cap) {
+  if (!e || !atomic_load(&e->unwritable))
+    return true;
+  pthread_mutex_lock(&e->probe_mu);
+  snprintf(why, cap, "%s", e->probe_error);
+  pthread_mutex_unlock(&e->probe_mu);
+  return false;
+}
+
 /* The writer: one SQLite write at a time (the cache serialises them anyway),
- * in the order the tables were answered. */
+ * in the order the tables were answered; between them, every
+ * ENGINE_PROBE_MS, a write probe of the cache folder (engine_writable). */
 static void *writer_main(void *arg) {
   engine *e = arg;
+  probe_folder(e);
   pthread_mutex_lock(&e->pq_mu);
   for (;;) {
-    while (!e->pq_head && !e->pq_stop)
-      pthread_cond_wait(&e->pq_cv, &e->pq_mu);
+    while (!e->pq_head && !e->pq_stop) {
+      uint64_t now = engine_now_ms();
+      if (now >= e->probe_next) {
+        pthread_mutex_unlock(&e->pq_mu);
+        probe_folder(e);
+        pthread_mutex_lock(&e->pq_mu);
+        continue;
+      }
+      struct timespec ts = abs_after(e->probe_next - now);
+      pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
+    }
     if (!e->pq_head || (e->pq_stop && engine_now_ms() >= e->pq_deadline))
       break;
     pitem *it = e->pq_head;
@@ -906,6 +971,8 @@ static void *writer_main(void *arg) {
     refresh_disk_budget_for(e, it->bytes); /* downloads from now on leave it room */
     ps_err rc = store_save(e->store, &it->ent, &d);
     store_release(e->store, &it->ent);
+    if (rc != PS_E_OK)
+      probe_folder(e); /* the folder, or the cap? /ready says which */
     if (rc != PS_E_OK) {
       /* answered from memory anyway; the cache could not keep it */
       char msg[256];

@@ -159,6 +159,10 @@ void engine_get_stats(engine *e, engine_stats *out);
 
 /* true once the cache is open and its migrations applied */
 bool engine_ready(engine *e);
+/* false when the cache folder could not be written the last time it was
+ * tried (the cache writer tries every ENGINE_PROBE_MS, fixed: 5 s, and after
+ * a failed store): why gets the error.  Never blocks (no I/O). */
+bool engine_writable(engine *e, char *why, size_t cap);
 
 /* true when the cache already holds m (in format fmt, or either when
  * ST_FORMAT_UNKNOWN); with image_names, only a table that has the method

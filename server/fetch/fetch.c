@@ -171,6 +171,8 @@ typedef struct xfer {
   size_t nhead;
   bool judged;                  /* head_proves has looked at the head */
   uint64_t claimed;             /* proved by a format that states its size: that size */
+  bool cl_seen, cl_conflict;    /* Content-Length headers: one seen; two that differ */
+  char cl_first[24];
   uint64_t need;                /* disk_full: the bytes the file needs (declared, or a guess) */
   int io_errno;
   int abort_why;
@@ -1702,6 +1704,25 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud) {
   if (n >= 5 && !strncmp(data, "HTTP/", 5)) { /* a new response (after 100 Continue) */
     p->x->html = false;
     p->x->encoded = false;
+    p->x->cl_seen = p->x->cl_conflict = false;
+  } else if (header_is(data, n, "content-length:")) {
+    /* libcurl takes one of two Content-Length headers that differ; the
+     * body it then reads is a part of the file, not a malformed one */
+    const char *v = data + 15;
+    size_t rest = (size_t)(data + n - v);
+    while (rest && (*v == ' ' || *v == '\t')) {
+      v++;
+      rest--;
+    }
+    while (rest && (v[rest - 1] == '\r' || v[rest - 1] == '\n' || v[rest - 1] == ' '))
+      rest--;
+    char val[24];
+    snprintf(val, sizeof val, "%.*s", (int)(rest < 23 ? rest : 23), v);
+    if (p->x->cl_seen && strcmp(val, p->x->cl_first))
+      p->x->cl_conflict = true;
+    if (!p->x->cl_seen)
+      snprintf(p->x->cl_first, sizeof p->x->cl_first, "%s", val);
+    p->x->cl_seen = true;
   } else if (header_is(data, n, "content-type:")) {
     const char *v = data + 13;
     while (v < data + n && (*v == ' ' || *v == '\t'))
@@ -2043,6 +2064,28 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   ps_diag d;
   ps_diag_clear(&d);
   const char *url = p->url;
+  if (rc == CURLE_OK && code >= 200 && code < 300 && p->var != VAR_PTR &&
+      (code == 206 || p->x->cl_conflict || (p->x->claimed && p->x->t.bytes < p->x->claimed))) {
+    /* a part of the file, not a malformed file: a network error (its short
+     * TTL, doubled per failure), never the malformed one (24 h) */
+    if (code == 206)
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.120s: 206 Partial Content to a request for the whole file", url);
+    else if (p->x->cl_conflict)
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.120s: conflicting Content-Length headers", url);
+    else
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.100s: a partial transfer: the file states %llu bytes, %llu came", url,
+                  (unsigned long long)p->x->claimed, (unsigned long long)p->x->t.bytes);
+    free(loc);
+    end_transfer(f, p);
+    source_failed(f, s, p, &d);
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+    op_maybe_wake(op);
+    return;
+  }
   if (rc == CURLE_OK && code >= 200 && code < 300) {
     s->fail_streak = 0;
     if (p->var == VAR_PTR) {

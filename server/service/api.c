@@ -1331,8 +1331,13 @@ static void handle(api *a, api_route_id route, const char *path, const char *que
     return;
   }
   case RT_READY: {
+    char unwritable[200];
     const char *why = "the cache database is not open";
     bool ok = !a->draining && engine_ready(a->eng);
+    if (ok && !engine_writable(a->eng, unwritable, sizeof unwritable)) {
+      ok = false; /* every download and store would fail */
+      why = unwritable;
+    }
     jsonw w;
     jsonw_init(&w, 128, 0);
     jsonw_obj(&w);
