@@ -12,17 +12,22 @@
  *
  * A request's path through this file:
  *   on_connection(STARTED)  conns_add: phase READ, its read deadline starts
- *   on_request, first call  headers complete: the checks above
- *   on_request, body calls  the body into a buffer charged to the budget
- *   on_request, last call   light route: answered here (phase WRITE);
+ *   on_request, first call  headers complete: the checks above (and a door
+ *                           reservation of RM_DOOR_BYTES for a body)
+ *   on_request, body calls  the body into a buffer charged to the budget as
+ *                           it arrives; refused mid-way: answer_early
+ *   on_request, last call   the max_inflight slot and the grant (body_in);
+ *                           light route: answered here (phase WRITE);
  *                           heavy route: phase BUSY, connection suspended,
  *                           run_request queued on the workers
  *   run_request (worker)    api_handle, then MHD_resume_connection
  *   on_request, resumed     the answer queued (phase WRITE)
  *
  * POST /traces differs: once admitted its connection is in phase STREAM
- * (not evictable; its read deadline grows with the bytes received, at
- * trace_min_rate) and a worker takes the trace job at once (run_trace).  The
+ * (not evictable; at least trace_min_rate over every trace_rate_window, at
+ * most trace_max_time: conns.h) and a worker takes the trace job at once
+ * (run_trace); a job that fails on the bytes it was fed is answered 400 by
+ * its worker at once (trace_refuse, answer_early).  The
  * event loop only copies each body chunk into the request's feed buffer
  * (trace_feed_bytes); the worker feeds the buffered bytes to the job
  * (parsing blocks of up to 16 MiB, a few hundred ms each: never on the event

@@ -9,11 +9,12 @@
  * of bookkeeping, libmicrohttpd's per-connection pool, thread stacks) are not
  * counted here; they are bounded by the connection and thread limits.
  *
- * A request is admitted with a grant: a share of the budget reserved at the
- * door, sized from its body (RM_GRANT_FACTOR times the body: the body, the
- * arrays parsed from it and its answer fit in that for the usual frame), so
- * that requests already admitted can finish instead of all failing halfway
- * when many arrive at once.  Its buffers draw on the grant first and on the
+ * A request is admitted with a grant: a share of the budget reserved once
+ * its body is in (before, only RM_DOOR_BYTES of the body's buffer, then the
+ * body as it arrives), sized from its body (RM_GRANT_FACTOR times the body:
+ * the body, the arrays parsed from it and its answer fit in that for the
+ * usual frame), so that requests already admitted can finish instead of all
+ * failing halfway when many arrive at once.  Its buffers draw on the grant first and on the
  * budget for what passes it.  A grant is used by one thread at a time.
  *
  * Thread safety: rm_* functions on the budget may be called from any thread
