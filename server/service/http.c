@@ -100,7 +100,7 @@ typedef struct {
   _Atomic bool ip_counted;    /* holds one of its address's max_inflight_per_ip */
   rm_client *client;  /* its address's share (conns_client), NULL: none */
   bool answered;      /* a response was queued (or written early) */
-  bool early;         /* answered before its body was read whole (answer_early) */
+  _Atomic bool early; /* answered before its body was read whole (answer_early) */
   bool counted;       /* counted in the metrics' requests by route and code */
   bool too_large;
   bool close_after;   /* the answer closes the connection */
