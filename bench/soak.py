@@ -40,7 +40,22 @@ What runs (everything on 127.0.0.1, nothing mocked):
            max_body_bytes, wrong methods and paths, text/plain, garbage
            request lines, /metrics, /ready, HEAD /health;
     slow   connections that drip their headers or body a byte at a time, or
-           read a large answer slowly; idle connections that send nothing.
+           read a large answer slowly; idle connections that send nothing;
+- the attackers of issue 27 (--no-attackers leaves them out):
+    headers  4 connections sending only headers declaring an 8 MiB body (or
+           max_body_bytes), 64 declaring 100 bytes, each replaced as soon as
+           it is closed;
+    flood  every 20 s a request naming max_modules modules no source has;
+    garbage  2 clients posting /traces whose body is no trace (64 MiB of
+           zeros declared), dripping a byte a second after its first 64 KiB,
+           reconnecting when answered; beside them a trace client posting a
+           small valid trace every 30 s, which must be admitted (no 503)
+           within 10 s and answered with every sample;
+    hostile answers  the faulty server also has modules whose answer declares
+           a fifth of the cap and sends 1 KiB, and modules whose body never ends;
+  and every 30 s the cache's module count (`pdbsym cache list`), so that a
+  cache emptied by them shows (a count of 0 after the warm-up is a bound
+  passed).
 
 Every 0.5 s the service's RSS, thread count, open descriptors (/proc/PID)
 and the cache folder's bytes (database, WAL, -shm, download area) are read,
@@ -89,6 +104,9 @@ import cabmake  # noqa: E402
 from native_oracle import alt_for, manifest, oracle_view, rows, sym_view  # noqa: E402
 from native_oracle import answer_ok  # noqa: E402
 from pdbsym_server import Server, SymServer, folder_bytes, threads_of  # noqa: E402
+from attacklib import Holder  # noqa: E402
+sys.path.insert(0, os.path.join(root, "tests", "fuzz"))
+import make_nettrace_seeds as nt  # noqa: E402
 
 BIN = os.environ["PDBSYM_BIN"]
 NATIVE = os.path.join(root, "tests", "fixtures", "native")
@@ -115,6 +133,7 @@ ap.add_argument("--slow", type=int, default=4, help="slow connections at once (d
 ap.add_argument("--seed", type=int, default=13)
 ap.add_argument("--keep", action="store_true", help="keep the scratch folder (cache, log)")
 ap.add_argument("--log-level", default="warn", help="the service's log_level (default warn)")
+ap.add_argument("--no-attackers", action="store_true", help="leave out issue 27's attackers")
 args = ap.parse_args()
 if not os.path.exists(BIN):
     sys.exit("soak: %s missing (scripts/build.sh build, or set PDBSYM_BIN)" % BIN)
@@ -303,7 +322,7 @@ def make_copies(originals, n):
 
 # ---------------------------------------------------------------- the stores
 
-FAULTS = ["500", "503x2", "reset", "truncate", "portal", "wrong", "stall", "gzip", "chunked"]
+FAULTS = ["500", "503x2", "reset", "truncate", "portal", "wrong", "stall", "gzip", "chunked", "lie", "endless"]
 
 
 def fault_rules(mods):
@@ -315,7 +334,8 @@ def fault_rules(mods):
         rules[p] = {"500": {"status": 500}, "503x2": {"status": 503, "times": 2},
                     "reset": {"reset": True, "times": 1}, "truncate": {"truncate": 1000, "times": 1},
                     "portal": {"content_type": "text/html"}, "stall": {"delay": 8},
-                    "gzip": {"gzip": True}, "chunked": {"chunked": True}}.get(how)
+                    "gzip": {"gzip": True}, "chunked": {"chunked": True},
+                    "lie": {"zeros": args.cap // 5, "truncate": 1024}, "endless": {"endless": True}}.get(how)
         if rules[p] is None:
             del rules[p]
     return rules
@@ -408,7 +428,7 @@ def allowed(m, big):
     if m.kind.startswith("corpus"):
         a |= {"malformed"}    # some corpus files are odd on purpose (see its README)
     if m.size > big:
-        a |= {"fetch_error"}  # larger than the cache cap: never downloaded
+        a |= {"fetch_error"}  # larger than its share of the cache cap: never downloaded
     return a
 
 
@@ -738,6 +758,100 @@ def idle_client(port):
             s.close()
 
 
+# ---------------------------------------------------------------- issue 27's attackers
+
+def flood_client(port, max_modules):
+    while not stop.wait(20):
+        n = max_modules
+        body = {"modules": [unknown_entry() for _ in range(n)],
+                "frames": [{"module": i, "rva": "0x1000"} for i in range(n)], "timeout": 5}
+        try:
+            st, _, data = post(port, "/symbolicate", body, 60)
+            why = check_symbolicate([None] * n, [(i, None) for i in range(n)], st, data, 0)
+            stats.add("flood", why is None, why)
+        except (OSError, http.client.HTTPException) as e:
+            stats.add("flood", False, "flood: %s: %s" % (e.__class__.__name__, e))
+
+
+def garbage_trace_client(port):
+    head = (b"POST /traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n"
+            b"Content-Length: %d\r\n\r\n" % (64 << 20)) + b"\0" * 65536
+    while not stop.is_set():
+        t0 = time.monotonic()
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            stop.wait(1)
+            continue
+        got = b""
+        try:
+            s.sendall(head)
+            s.settimeout(1.0)
+            while not stop.is_set() and time.monotonic() - t0 < HOLD:
+                try:
+                    b = s.recv(4096)
+                    if not b:
+                        break
+                    got += b
+                except socket.timeout:
+                    try:
+                        s.send(b"\0")
+                    except OSError:
+                        break
+                except OSError:
+                    break
+        except OSError:
+            pass
+        finally:
+            s.close()
+        took = time.monotonic() - t0
+        if stop.is_set():
+            break
+        # 400 once the job sees it is no trace; 503 when both trace slots are
+        # taken (by the other garbage sender and the trace client) at that moment
+        ok = (got.startswith(b"HTTP/1.1 400") or got.startswith(b"HTTP/1.1 503")) and took < 5
+        stats.add("garbage trace", ok, None if ok else "garbage trace: %r after %.1f s" % (got[:40], took))
+        stats.note("garbage trace seconds", took)
+        stats.note("garbage trace %s" % got[9:12].decode("latin-1", "replace"))
+        stop.wait(0.1)  # an attacker would not wait; the machine the soak runs on is shared
+
+
+TRACE, TRACE_COUNTS = nt.sample_trace(2, 64 * 1024 - 512, 50, 8, (7, 8))
+
+
+def trace_client(port):
+    while not stop.wait(30):
+        t0 = time.monotonic()
+        why = None
+        while True:
+            try:
+                st, _, data = post(port, "/traces", TRACE, 60, {"Content-Type": "application/octet-stream"})
+            except (OSError, http.client.HTTPException) as e:
+                st, data = 0, str(e).encode()
+            if st != 503 or time.monotonic() - t0 > 10 or stop.is_set():
+                break
+            stop.wait(0.2)
+        if st == 200:
+            got = {int(p["name"].split("(")[1].rstrip(")")): len(p["samples"]) for p in json.loads(data)["profiles"]}
+            if got != TRACE_COUNTS:
+                why = "trace: samples %s, want %s" % (got, TRACE_COUNTS)
+        else:
+            why = "trace: HTTP %d after %.1f s: %r" % (st, time.monotonic() - t0, data[:100])
+        stats.add("trace", why is None, why)
+        stats.note("trace seconds to admission", time.monotonic() - t0)
+
+
+def cache_counter(cache, out):
+    e = dict(os.environ, PDBSYM_CACHE_DIR=cache)
+    while not stop.wait(30):
+        try:
+            r = subprocess.run([BIN, "cache", "list"], env=e, capture_output=True, text=True, timeout=60)
+            n = sum(1 for ln in r.stdout.splitlines() if "\tok\t" in ln)
+            out.append((time.monotonic() - t_start, n, r.returncode))
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+
 def fault_rearm(ss, mods):
     """Every 4 minutes: the faulty server's one-shot faults again, and a burst
     of 500s on every path it has no rule for."""
@@ -946,7 +1060,7 @@ def main():
         sys.stdout.flush()
 
         natives = [m for m in mods if m.native and m.home == "good" and not m.cab]
-        big = args.cap
+        big = args.cap * 25 // 100  # download_max_share (25 %): larger ones are never downloaded
         workers = [threading.Thread(target=good_client, args=(port, hot, pool, big)) for _ in range(2)]
         workers += [threading.Thread(target=v5_client, args=(port, natives, big)),
                     threading.Thread(target=unknown_client, args=(port,)),
@@ -955,6 +1069,19 @@ def main():
         workers += [threading.Thread(target=slow_client, args=(port, natives)) for _ in range(args.slow)]
         workers += [threading.Thread(target=idle_client, args=(port,)) for _ in range(args.idle)]
         workers.append(threading.Thread(target=fault_rearm, args=(ss, mods)))
+        holders = []
+        counts = []
+        if not args.no_attackers:
+            workers += [threading.Thread(target=flood_client, args=(port, int(eff["max_modules"]))),
+                        threading.Thread(target=trace_client, args=(port,)),
+                        threading.Thread(target=cache_counter, args=(cache, counts))]
+            workers += [threading.Thread(target=garbage_trace_client, args=(port,)) for _ in range(2)]
+            for n, length in ((4, min(8 << 20, size_arg(eff["max_body_bytes"]))), (64, 100)):
+                holders.append(Holder(port, n, "headers", head=(
+                    b"POST /symbolicate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % length)))
+            for h in holders:
+                h.start()
         for t in workers:
             t.daemon = True
             t.start()
@@ -1035,8 +1162,18 @@ def main():
             time.sleep(0.5)
 
         stop.set()
+        for h in holders:
+            h.stop()
+            stats.note("header-only connections made (%d held)" % h.n, h.connects)
         for t in threads:
             t.join(timeout=15)
+        if counts:
+            after = [n for t, n, rc in counts if t > 120]
+            print("cache modules (pdbsym cache list every 30 s): %s" % " ".join(str(n) for _, n, _ in counts))
+            if after:
+                print("cache modules after the warm-up: min %d, max %d, %d samples" % (min(after), max(after), len(after)))
+                if min(after) == 0:
+                    violations.append("the cache was emptied (0 modules) after the warm-up")
         final = metrics(port) if crashed is None else {}
         if crashed is None:
             print("memory of the service at the end: %s" % ", ".join(

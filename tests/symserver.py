@@ -32,6 +32,12 @@ decoded path, without the query):
     "gzip_zeros": N               a gzip stream of N zero bytes, made as it is sent
                                   (Content-Encoding: gzip, chunked): a decompression bomb
     "content_type": "text/html"   the Content-Type of a 200 answer
+    "partial": N                  206 Partial Content with the first N bytes (and a
+                                  Content-Range), to a GET that asked for no range
+    "short_length": N             200 with Content-Length: N and the first N bytes (a
+                                  length shorter than the file; the body matches it)
+    "conflicting_length": true    200 with two Content-Length headers (the file's and
+                                  half of it) and the whole file
 A rule under the path "*" applies to every path without a rule of its own.
 GET /_stats also gives "headers": {"/path": [{request headers}, ...]} (the last 20).
 """
@@ -218,6 +224,25 @@ class Handler(BaseHTTPRequestHandler):
             self._file(rule.get("body_from") or path)
         if data is None:
             return self._send(404, b"not found\n", "text/plain")
+        if "partial" in rule:
+            n = min(int(rule["partial"]), len(data))
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes 0-%d/%d" % (n - 1, len(data)))
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            self.wfile.write(data[:n])
+            return
+        if "short_length" in rule:
+            n = min(int(rule["short_length"]), len(data))
+            return self._send(200, data[:n])
+        if rule.get("conflicting_length"):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(len(data) // 2))
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+            return
         if "truncate" in rule:
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))

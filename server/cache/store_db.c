@@ -462,6 +462,14 @@ static uint64_t beside_bytes(const store *s) {
   char p[4200];
   snprintf(p, sizeof p, "%s-wal", s->path);
   uint64_t n = file_size(p);
+  /* the WAL grows again between stores (negative entries, last_used: up to
+   * wal_autocheckpoint, 1 MiB) after each store truncated it: its room is
+   * kept, at most a quarter of the cap, so that those writes do not take the
+   * folder past the cap (before, every job's start evicted for them) */
+  uint64_t wal_room = s->cfg.max_bytes / 4 < ((uint64_t)1 << 20) ? s->cfg.max_bytes / 4
+                                                                  : (uint64_t)1 << 20;
+  if (n < wal_room)
+    n = wal_room;
   snprintf(p, sizeof p, "%s-shm", s->path);
   n += file_size(p);
   if (s->cfg.outside_bytes)

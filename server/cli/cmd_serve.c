@@ -55,6 +55,11 @@ int cmd_serve(int argc, char **argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  /* SIGHUP (a terminal closed, a supervisor's "reload") must not kill the
+   * server: its default action would, at once, with requests in flight and
+   * downloads' files left.  Logs go to stderr, so there is nothing to
+   * reopen: it is noted and ignored. */
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   signal(SIGPIPE, SIG_IGN);
 
@@ -98,7 +103,13 @@ int cmd_serve(int argc, char **argv) {
   log_end(&l);
 
   int sig = 0;
-  while (sigwait(&stop, &sig) != 0 && errno == EINTR) {
+  for (;;) {
+    if (sigwait(&stop, &sig) != 0)
+      continue; /* EINTR */
+    if (sig != SIGHUP)
+      break;
+    log_begin_always(&l, LOG_INFO, "SIGHUP ignored (logs go to stderr: nothing to reopen)");
+    log_end(&l);
   }
   log_begin_always(&l, LOG_INFO, "stopping");
   log_str(&l, "signal", sig == SIGINT ? "SIGINT" : "SIGTERM");

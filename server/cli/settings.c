@@ -190,6 +190,10 @@ void settings_engine_config_from(const srv_config *c, engine_config *ec) {
   ec->max_parallel_downloads = (int)c->max_parallel_downloads;
   ec->download_workers = (int)c->download_workers;
   ec->download_queue = (int)c->download_queue;
+  ec->download_max_share = c->download_max_share > 100 ? 100 : (int)c->download_max_share;
+  ec->request_downloads = c->request_downloads > 1000000 ? 1000000 : (int)c->request_downloads;
+  ec->request_downloads_max =
+      c->request_downloads_max > 1000000 ? 1000000 : (int)c->request_downloads_max;
   ec->offline = c->offline;
   cfg_dl_limits(c, &ec->dl);
   ec->negative_missing_ttl = (int64_t)c->negative_missing_ttl;

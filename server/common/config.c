@@ -67,10 +67,13 @@ static const cf_setting settings[] = {
     S(symbol_path, "", "upstream sources, _NT_SYMBOL_PATH syntax; empty: Microsoft's public symbol server"),
     Z(cache_max_bytes, "0", "byte cap of the cache database; 0: the cache's default (2 GiB)"),
     Z(mem_max_bytes, "0", "byte budget of modules kept parsed in memory; 0: default (256 MiB)"),
-    Z(max_pdb_bytes, "0", "largest file accepted for download (PDB, PE, unpacked .pd_); 0: default (4 GiB); never more than cache_max_bytes"),
+    Z(max_pdb_bytes, "0", "largest file accepted for download (PDB, PE, unpacked .pd_); 0: default (4 GiB); never more than download_max_share of cache_max_bytes"),
+    UR(download_max_share, "25", 1, 100, "percent of cache_max_bytes one download (or unpacked .pd_) may take on disk, so that one endless or inflating body cannot fill the cache folder (1 to 100)"),
     UR(max_parallel_downloads, "4", 1, 256, "HTTP transfers at once per symbol source"),
     UR(download_workers, "4", 1, 256, "threads that read folder sources, unpack, parse and store downloads"),
     UR(download_queue, "1000", 1, 1000000, "modules being looked up at once; a module beyond waits for room until its request's timeout, then is pending"),
+    U(request_downloads, "16", "of download_queue, downloads one request (a /symbolicate, v5 or /traces request) may have queued or running at once; its other modules wait for one of them until its timeout, then are pending; 0: none"),
+    U(request_downloads_max, "256", "downloads one request may start in all (each at most 14 GETs a key and source): its modules past it are pending without a download; 0: no limit"),
     T(download_connect_timeout, "10", "seconds to connect to a symbol server"),
     T(download_first_byte_timeout, "30", "seconds from connecting to the first byte of the answer"),
     T(download_timeout, "120", "seconds one transfer may take, at least (see download_min_rate)"),
@@ -81,7 +84,9 @@ static const cf_setting settings[] = {
     MS(download_retry_base_ms, "250", "first retry's wait; doubled each time, +-25%, at most 8 s"),
     U(max_redirects, "5", "redirects followed per transfer (http and https only)"),
     U(max_decoded_ratio, "64", "a content-encoded (gzip...) body may inflate at most this many times"),
-    U(source_fail_threshold, "3", "failed transfers in a row (404s are not failures) after which a source is left alone ..."),
+    U(download_spare_slots, "1", "transfers a source may run beyond max_parallel_downloads, for modules with none running, while its transfers are slow (none younger than download_slow_after); 0: none"),
+    T(download_slow_after, "10", "seconds after which a running transfer counts as slow (download_spare_slots)"),
+    U(source_fail_threshold, "3", "modules in a row whose transfers failed (404s are not failures; a module's retries count once) after which a source is left alone ..."),
     T(source_backoff, "5", "... for this many seconds, doubled per further failure ..."),
     T(source_backoff_max, "300", "... up to this many seconds"),
     B(refuse_private_redirects, "false", "refuse redirects and file.ptr URLs to loopback, link-local and private addresses, unless the source's own address is one"),
@@ -101,6 +106,8 @@ static const cf_setting settings[] = {
     Z(max_answer_bytes, "32M", "largest answer body; a request whose answer would pass it gets 400"),
     UR(max_inflight, "64", 1, 100000, "requests processed at once (health, ready, metrics excluded); more get 503"),
     Z(request_memory_max, "256M", "memory budget of the requests in flight (bodies, parsed requests, answers being built or sent); past it 503"),
+    U(max_inflight_per_ip, "0", "of max_inflight, requests from one client address processed at once; more get 503; 0: only max_inflight (a sidecar's clients, or a proxy's, share one address)"),
+    Z(request_memory_per_ip, "0", "of request_memory_max, what the requests of one client address may reserve together; past it 503; 0: only request_memory_max"),
     Z(request_memory_keep, "16M", "bytes of freed request buffers of 128 KiB or more kept for the next requests instead of unmapped (at most a quarter of request_memory_max; they count in it and give way to requests); 0: none"),
     UR(request_workers, "64", 1, 4096, "threads that run /symbolicate, /symbolicate/v5, /modules and /traces requests"),
     UR(http_threads, "2", 1, 256, "event-loop threads serving the connections (libmicrohttpd, epoll)"),
@@ -120,7 +127,9 @@ static const cf_setting settings[] = {
     Z(max_trace_bytes, "4G", "largest POST /traces body (a .nettrace file); larger ones get 413"),
     U(max_trace_jobs, "2", "POST /traces requests processed at once; more get 503"),
     ZR(trace_feed_bytes, "1M", 4 * KiB, 64 * MiB, "bytes of a POST /traces body the event loop hands to the trace's worker at a time (two such buffers a trace); past it the connection waits for the worker; 4K to 64M"),
-    Z(trace_min_rate, "256K", "bytes/s a POST /traces body must average once read_timeout has passed (else it is closed); 0: no floor"),
+    Z(trace_min_rate, "4K", "bytes/s a POST /traces body must average over every trace_rate_window while it streams (else it is closed); 0: no floor"),
+    TR(trace_rate_window, "60", 1, 3600, "seconds over which trace_min_rate is measured, a sliding window (1 to 3600)"),
+    T(trace_max_time, "3600", "seconds a POST /traces body may take to arrive, however steadily it comes (a live session's upload); 0: no limit"),
     Z(trace_stack_budget, "32M", "bytes of interned stacks a trace job keeps in memory before spilling them to disk"),
     Z(trace_code_budget, "256M", "bytes a trace job may spend on the trace's methods, addresses and frames"),
     D(trace_spill_dir, "", "folder for trace jobs' spill files and answers; empty: $TMPDIR or /tmp"),
@@ -749,5 +758,7 @@ void cfg_dl_limits(const srv_config *c, dl_limits *out) {
   out->source_fail_threshold = (int)c->source_fail_threshold;
   out->source_backoff_ms = (long)c->source_backoff * 1000;
   out->source_backoff_max_ms = (long)c->source_backoff_max * 1000;
+  out->spare_slots = c->download_spare_slots ? (int)c->download_spare_slots : -1;
+  out->slow_after_ms = (long)c->download_slow_after * 1000;
   out->refuse_private = c->refuse_private_redirects;
 }

@@ -23,9 +23,12 @@ typedef struct {
   uint64_t cache_max_bytes;   /* 0 = the cache's default */
   uint64_t mem_max_bytes;     /* 0 = the engine's default */
   uint64_t max_pdb_bytes;     /* 0 = the engine's default */
+  uint64_t download_max_share; /* percent of cache_max_bytes one download may take */
   uint64_t max_parallel_downloads; /* transfers at once per HTTP source */
   uint64_t download_workers;
   uint64_t download_queue;
+  uint64_t request_downloads;     /* jobs one request may have queued or running; 0: none */
+  uint64_t request_downloads_max; /* jobs one request may start in all; 0: none */
   uint64_t download_connect_timeout;     /* seconds */
   uint64_t download_first_byte_timeout;  /* seconds */
   uint64_t download_timeout;             /* seconds */
@@ -39,6 +42,8 @@ typedef struct {
   uint64_t source_fail_threshold;
   uint64_t source_backoff;               /* seconds */
   uint64_t source_backoff_max;           /* seconds */
+  uint64_t download_spare_slots;
+  uint64_t download_slow_after;          /* seconds */
   bool refuse_private_redirects;
   uint64_t negative_missing_ttl;         /* seconds */
   uint64_t negative_malformed_ttl;
@@ -57,6 +62,8 @@ typedef struct {
   uint64_t max_inflight;
   uint64_t request_memory_max; /* bytes; 0: no budget */
   uint64_t request_memory_keep; /* bytes of freed large request buffers kept for reuse */
+  uint64_t max_inflight_per_ip; /* of max_inflight, from one address; 0: none */
+  uint64_t request_memory_per_ip; /* of request_memory_max, from one address; 0: none */
   uint64_t request_workers;
   uint64_t http_threads;
   uint64_t inline_max_bytes;   /* bodies up to this may be answered on the event loop */
@@ -75,7 +82,9 @@ typedef struct {
   uint64_t max_trace_bytes;    /* POST /traces body cap */
   uint64_t max_trace_jobs;     /* POST /traces at once */
   uint64_t trace_feed_bytes;   /* a trace's feed buffer (two a trace) */
-  uint64_t trace_min_rate;     /* bytes/s a /traces body averages past read_timeout; 0: none */
+  uint64_t trace_min_rate;     /* bytes/s a /traces body sends over every trace_rate_window; 0: none */
+  uint64_t trace_rate_window;  /* seconds */
+  uint64_t trace_max_time;     /* seconds a /traces body may stream; 0: no limit */
   uint64_t trace_stack_budget; /* bytes of interned stacks per trace job; 0 = default */
   uint64_t trace_code_budget;  /* bytes of code tables per trace job; 0 = default */
   char trace_spill_dir[1024];  /* spill and answer files; "" = $TMPDIR or /tmp */
@@ -107,6 +116,10 @@ typedef struct {
   int source_fail_threshold;     /* failed transfers in a row that put a source in backoff; 0: 3 */
   long source_backoff_ms;        /* ... for this long, doubled per further failure; 0: 5000 */
   long source_backoff_max_ms;    /* 0: 300000 */
+  int spare_slots;               /* transfers a source may run beyond max_parallel_downloads
+                                    for modules with none running, while fewer than this of
+                                    its transfers are younger than slow_after_ms; 0: 1, <0: none */
+  long slow_after_ms;            /* 0: 10000 */
   bool refuse_private;           /* redirects and file.ptr URLs leading to loopback,
                                     link-local or private addresses are refused unless
                                     the source's own address is of that kind */

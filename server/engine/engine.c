@@ -47,6 +47,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -71,12 +72,13 @@
 #define ENGINE_STOP_FLOOR_MS 500u /* a thread's time to stop, whatever stop_timeout leaves */
 #define ENGINE_FAILS_MAX 4096 /* modules whose consecutive failures are remembered */
 #define ENGINE_PERSIST_GRACE_MS 10000u /* at shutdown, the writer's time to empty it */
-#define ENGINE_DOWNLOAD_ROOM ((uint64_t)1 << 20) /* kept free for downloads as jobs start */
 #define ENGINE_ROOM_TRIES 3 /* evictions for one job's download that did not fit */
 #define ENGINE_ROOM_WAIT_MS 5000u /* a try's wait for other downloads to give room back */
 #define ENGINE_DEFAULT_PERSIST_QUEUE 16
 #define ENGINE_DEFAULT_PERSIST_BYTES ((uint64_t)256 << 20)
 #define ENGINE_RESOLVE_LOOKS 8 /* cache looks of one resolve while jobs keep finishing */
+#define ENGINE_NEWCOMER_SHARE 8 /* 1/8 of download_queue is left to requests with no job yet */
+#define ENGINE_PROBE_MS 5000u /* the cache writer tries a write in the cache folder this often */
 
 enum { J_START, J_PDB, J_IMAGE, J_EMBEDDED, J_NAMES, J_INGEST };
 
@@ -93,6 +95,14 @@ typedef struct {
   bool broken;         /* out: the image is the module's, its metadata or PDB unreadable */
   char error[256];     /* out, when not named: why */
 } image_ctx;
+
+/* A request's share of the download queue (engine.h); under e->mu. */
+struct engine_share {
+  uint64_t id;      /* its lane in the sources' queues */
+  int live;         /* its jobs not settled */
+  int started;      /* jobs it started */
+  int refs;         /* the request (until engine_share_end) and its live jobs */
+};
 
 typedef struct job {
   struct job *next;   /* e->jobs: every job not yet freed */
@@ -120,6 +130,8 @@ typedef struct job {
   store_entry ent;  /* the table the waiters are answered from, pinned */
   bool has_ent;
   int refs;         /* waiters + the job itself until done */
+  engine_share *owner; /* the share that started it, until it settles (NULL: none) */
+  uint64_t lane;    /* its transfers' lane (the owner's id; 0: the common one) */
   struct engine *e;
 } job;
 
@@ -164,6 +176,8 @@ struct engine {
    * job compares it with what it read before its look (engine_resolve) */
   _Atomic uint64_t settled;
   int queue_cap;
+  int share_live, share_max; /* request_downloads, request_downloads_max (0: none) */
+  uint64_t share_ids;      /* under mu */
   pthread_t *workers;
   int nworkers, workers_alive, busy;
   bool draining;           /* no new jobs; waiters stop waiting */
@@ -183,6 +197,11 @@ struct engine {
   bool pq_closing;         /* engine_close began: workers queue without waiting */
   uint64_t pq_deadline;    /* after pq_stop: tables not written by then are left */
   uint64_t pq_saved, pq_failed, pq_dropped;
+  /* the cache folder's last write probe (writer thread; read by /ready) */
+  _Atomic bool unwritable;
+  pthread_mutex_t probe_mu;
+  char probe_error[200];
+  uint64_t probe_next;     /* writer thread only */
 };
 
 uint64_t engine_now_ms(void) {
@@ -251,34 +270,13 @@ static uint64_t refresh_disk_budget_for(engine *e, uint64_t writing) {
 
 static uint64_t refresh_disk_budget(engine *e) { return refresh_disk_budget_for(e, 0); }
 
-/* What the cache counts beside its database: the downloads in flight. */
+/* What the cache counts beside its database: the downloads in flight that
+ * have proved to be what they claim (fetch_tmp_proved_bytes).  Bytes of a
+ * download that has not are never a reason to evict: when the budget
+ * shrinks under them the download is stopped instead (fetch.c). */
 static uint64_t downloads_bytes(void *ctx) {
   engine *e = ctx;
-  return e->fetch ? fetch_tmp_bytes(e->fetch) : 0;
-}
-
-/* As a job starts: when what downloads may still write is under
- * ENGINE_DOWNLOAD_ROOM (or a quarter of the cap, for small caps), the cache
- * evicts least recently used modules to make that much room, rather than
- * letting a download pass the cap. */
-static void ensure_download_room(engine *e) {
-  uint64_t left = refresh_disk_budget(e);
-  uint64_t busy = fetch_tmp_bytes(e->fetch);
-  uint64_t want = ENGINE_DOWNLOAD_ROOM < e->cache_max / 4 ? ENGINE_DOWNLOAD_ROOM : e->cache_max / 4;
-  if (left >= busy + want)
-    return;
-  uint64_t freed = 0;
-  ps_diag d;
-  ps_diag_clear(&d);
-  store_make_room(e->store, want, &freed, &d);
-  refresh_disk_budget(e);
-  if (freed) {
-    log_line l;
-    log_begin(&l, LOG_DEBUG, "made room for downloads");
-    log_int(&l, "bytes", (long long)want);
-    log_int(&l, "freed", (long long)freed);
-    log_end(&l);
-  }
+  return e->fetch ? fetch_tmp_proved_bytes(e->fetch) : 0;
 }
 
 /* ---- open/close ------------------------------------------------------------ */
@@ -297,13 +295,20 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   e->cfg.cache_dir = e->cache_dir;
   e->cfg.symbol_path = e->symbol_path;
   e->queue_cap = cfg->download_queue > 0 ? cfg->download_queue : 1000;
+  e->share_live = cfg->request_downloads > 0 ? cfg->request_downloads : 0;
+  e->share_max = cfg->request_downloads_max > 0 ? cfg->request_downloads_max : 0;
   e->nworkers = cfg->download_workers > 0 ? cfg->download_workers : 4;
   e->cache_max = cfg->cache_max_bytes ? cfg->cache_max_bytes : ENGINE_DEFAULT_CACHE_MAX;
   if (!e->cfg.max_pdb_bytes)
     e->cfg.max_pdb_bytes = ENGINE_DEFAULT_MAX_PDB;
-  /* no single download larger than the cache may hold */
-  if (e->cfg.max_pdb_bytes > e->cache_max)
-    e->cfg.max_pdb_bytes = e->cache_max;
+  /* no single download (or unpacked member) larger than its share of the
+   * cache: an endless or inflating body stops there */
+  uint64_t share = cfg->download_max_share > 0 && cfg->download_max_share <= 100
+                       ? (uint64_t)cfg->download_max_share
+                       : 100;
+  uint64_t most = e->cache_max / 100 * share + e->cache_max % 100 * share / 100;
+  if (e->cfg.max_pdb_bytes > most)
+    e->cfg.max_pdb_bytes = most;
   if (e->cfg.negative_error_ttl <= 0)
     e->cfg.negative_error_ttl = 30;
   if (e->cfg.negative_error_max_ttl <= 0)
@@ -317,6 +322,7 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   pthread_cond_init(&e->work_cv, NULL);
   pthread_mutex_init(&e->pq_mu, NULL);
   pthread_cond_init(&e->pq_cv, NULL);
+  pthread_mutex_init(&e->probe_mu, NULL);
   e->pq_max = cfg->persist_queue > 0 ? (size_t)cfg->persist_queue : ENGINE_DEFAULT_PERSIST_QUEUE;
   e->pq_max_bytes = cfg->persist_queue_bytes ? cfg->persist_queue_bytes
                                              : ENGINE_DEFAULT_PERSIST_BYTES;
@@ -527,6 +533,8 @@ void engine_close_within(engine *e, uint64_t budget_ms) {
   job *j = e->jobs;
   while (j) {
     job *next = j->next;
+    if (j->owner && --j->owner->refs == 0)
+      free(j->owner);
     job_free(e, j);
     j = next;
   }
@@ -537,6 +545,7 @@ void engine_close_within(engine *e, uint64_t budget_ms) {
   pthread_cond_destroy(&e->work_cv);
   pthread_mutex_destroy(&e->pq_mu);
   pthread_cond_destroy(&e->pq_cv);
+  pthread_mutex_destroy(&e->probe_mu);
   free(e->hash);
   free(e->fails);
   free(e->workers);
@@ -806,6 +815,12 @@ static void job_finish(engine *e, job *j, mod_status status, const char *err) {
   j->status = status;
   j->done = true;
   e->njobs--;
+  if (j->owner) { /* its request may start another */
+    j->owner->live--;
+    if (--j->owner->refs == 0)
+      free(j->owner);
+    j->owner = NULL;
+  }
   atomic_fetch_add(&e->settled, 1);
   pthread_cond_broadcast(&e->cv);
   job_unref_locked(e, j);
@@ -876,14 +891,70 @@ static void persist_enqueue(engine *e, store_entry *ent, const char *key) {
   pthread_mutex_unlock(&e->pq_mu);
 }
 
+/* Whether the cache folder takes a write now: a small file made, written,
+ * synced and removed (the writer thread, never the event loop).  A cache on
+ * a read-only, full or vanished file system would fail every download and
+ * every store while /ready said 200. */
+static void probe_folder(engine *e) {
+  char p[1100];
+  snprintf(p, sizeof p, "%s/.pdbsym-write-probe", e->cache_dir);
+  int err = 0;
+  int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    err = errno;
+  } else {
+    if (write(fd, "x", 1) != 1 || fsync(fd) != 0)
+      err = errno ? errno : EIO;
+    close(fd);
+    unlink(p);
+  }
+  bool was = atomic_load(&e->unwritable);
+  pthread_mutex_lock(&e->probe_mu);
+  if (err)
+    snprintf(e->probe_error, sizeof e->probe_error, "the cache folder %.100s cannot be written: %s",
+             e->cache_dir, strerror(err));
+  pthread_mutex_unlock(&e->probe_mu);
+  atomic_store(&e->unwritable, err != 0);
+  if (was != (err != 0)) {
+    log_line l;
+    log_begin(&l, err ? LOG_ERROR : LOG_INFO,
+              err ? "the cache folder cannot be written: not ready" : "the cache folder can be written again");
+    log_str(&l, "cache_dir", e->cache_dir);
+    if (err)
+      log_str(&l, "error", strerror(err));
+    log_end(&l);
+  }
+  e->probe_next = engine_now_ms() + ENGINE_PROBE_MS;
+}
+
+bool engine_writable(engine *e, char *why, size_t cap) {
+  if (!e || !atomic_load(&e->unwritable))
+    return true;
+  pthread_mutex_lock(&e->probe_mu);
+  snprintf(why, cap, "%s", e->probe_error);
+  pthread_mutex_unlock(&e->probe_mu);
+  return false;
+}
+
 /* The writer: one SQLite write at a time (the cache serialises them anyway),
- * in the order the tables were answered. */
+ * in the order the tables were answered; between them, every
+ * ENGINE_PROBE_MS, a write probe of the cache folder (engine_writable). */
 static void *writer_main(void *arg) {
   engine *e = arg;
+  probe_folder(e);
   pthread_mutex_lock(&e->pq_mu);
   for (;;) {
-    while (!e->pq_head && !e->pq_stop)
-      pthread_cond_wait(&e->pq_cv, &e->pq_mu);
+    while (!e->pq_head && !e->pq_stop) {
+      uint64_t now = engine_now_ms();
+      if (now >= e->probe_next) {
+        pthread_mutex_unlock(&e->pq_mu);
+        probe_folder(e);
+        pthread_mutex_lock(&e->pq_mu);
+        continue;
+      }
+      struct timespec ts = abs_after(e->probe_next - now);
+      pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
+    }
     if (!e->pq_head || (e->pq_stop && engine_now_ms() >= e->pq_deadline))
       break;
     pitem *it = e->pq_head;
@@ -904,6 +975,8 @@ static void *writer_main(void *arg) {
     refresh_disk_budget_for(e, it->bytes); /* downloads from now on leave it room */
     ps_err rc = store_save(e->store, &it->ent, &d);
     store_release(e->store, &it->ent);
+    if (rc != PS_E_OK)
+      probe_folder(e); /* the folder, or the cap? /ready says which */
     if (rc != PS_E_OK) {
       /* answered from memory anyway; the cache could not keep it */
       char msg[256];
@@ -1108,6 +1181,7 @@ static bool embedded_start(engine *e, job *j, ps_diag *d) {
   j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, d);
   if (!j->op)
     return false;
+  fetch_op_set_lane(j->op, j->lane);
   j->stage = J_EMBEDDED;
   return true;
 }
@@ -1141,7 +1215,10 @@ static void job_step(engine *e, job *j) {
         job_finish(e, j, MOD_MISSING, NULL);
         return;
       }
-      ensure_download_room(e);
+      /* nothing is evicted for a download that has not started: a module
+       * no source has would empty a full cache a slice at a time; the cache
+       * makes room for one that proved itself and ran out (make_room) */
+      refresh_disk_budget(e);
       if (j->embedded_only) { /* the PDB is known to be missing: its image only */
         if (!embedded_start(e, j, &d)) {
           job_finish(e, j, MOD_FETCH_ERROR, ps_diag_format(&d, msg, sizeof msg));
@@ -1156,6 +1233,7 @@ static void job_step(engine *e, job *j) {
         job_finish(e, j, MOD_FETCH_ERROR, ps_diag_format(&d, msg, sizeof msg));
         return;
       }
+      fetch_op_set_lane(j->op, j->lane);
       j->stage = J_PDB;
       break;
     case J_PDB: {
@@ -1187,6 +1265,8 @@ static void job_step(engine *e, job *j) {
           j->img = (image_ctx){.id = {.m = &j->m, .image = true, .max_bytes = e->cfg.max_pdb_bytes},
                                .st = j->pdb.st};
           j->op = fetch_op_new(e->fetch, &j->m, true, ST_FORMAT_UNKNOWN, job_wake, j, &d);
+          if (j->op)
+            fetch_op_set_lane(j->op, j->lane);
           j->stage = j->op ? J_IMAGE : J_INGEST;
         } else {
           j->stage = J_INGEST;
@@ -1214,6 +1294,7 @@ static void job_step(engine *e, job *j) {
         names_job_keep(e, j);
         return;
       }
+      fetch_op_set_lane(j->op, j->lane);
       j->stage = J_IMAGE;
       break;
     case J_IMAGE: {
@@ -1473,11 +1554,125 @@ static void resolve_names(engine *e, const module_id *m, uint64_t deadline_ms, m
   free(old);
 }
 
+/* ---- shares ------------------------------------------------------------------ */
+
+engine_share *engine_share_new(engine *e) {
+  engine_share *sh = calloc(1, sizeof *sh);
+  if (!sh)
+    return NULL;
+  pthread_mutex_lock(&e->mu);
+  sh->id = ++e->share_ids;
+  sh->refs = 1;
+  pthread_mutex_unlock(&e->mu);
+  return sh;
+}
+
+void engine_share_end(engine *e, engine_share *sh) {
+  if (!sh)
+    return;
+  pthread_mutex_lock(&e->mu);
+  bool last = --sh->refs == 0;
+  pthread_mutex_unlock(&e->mu);
+  if (last)
+    free(sh);
+}
+
+enum { ADMIT_OK, ADMIT_QUEUE, ADMIT_SHARE, ADMIT_NEVER };
+
+/* Whether share sh (NULL: none) may start a job now (mu held): ADMIT_OK, or
+ * ADMIT_QUEUE / ADMIT_SHARE (wait for room in download_queue / among the
+ * request's own jobs), ADMIT_NEVER (it started request_downloads_max). */
+static int admit_locked(const engine *e, const engine_share *sh) {
+  if (sh && e->share_max && sh->started >= e->share_max)
+    return ADMIT_NEVER;
+  if (sh && e->share_live && sh->live >= e->share_live)
+    return ADMIT_SHARE;
+  int cap = e->queue_cap;
+  if (sh && sh->live > 0) /* a request with a job leaves some room to newcomers */
+    cap -= e->queue_cap / ENGINE_NEWCOMER_SHARE;
+  return e->njobs < cap ? ADMIT_OK : ADMIT_QUEUE;
+}
+
+/* j was started by share sh (mu held). */
+static void share_adopt_locked(engine_share *sh, job *j) {
+  if (!sh)
+    return;
+  j->owner = sh;
+  j->lane = sh->id;
+  sh->live++;
+  sh->started++;
+  sh->refs++;
+}
+
+/* The error of a module answered MOD_PENDING without a job (admit_locked's
+ * why). */
+static void no_job_error(const engine *e, int why, char *out, size_t cap) {
+  if (why == ADMIT_NEVER)
+    snprintf(out, cap,
+             "this request started %d downloads already (request_downloads_max); "
+             "retry for the rest",
+             e->share_max);
+  else if (why == ADMIT_SHARE)
+    snprintf(out, cap,
+             "%d of this request's modules are being fetched already (request_downloads); "
+             "retry shortly",
+             e->share_live);
+  else
+    snprintf(out, cap, "%d modules are being fetched already (download_queue); retry shortly",
+             e->queue_cap);
+}
+
+/* A settled job's answer into out (mu held, j referenced by the caller):
+ * true when out is final (the reference is kept by out's pin, or dropped);
+ * false when the job found the module but holds no table for it (the
+ * reference dropped): the caller looks at the cache for it, without mu. */
+static bool job_result_locked(engine *e, job *j, mod_handle *out) {
+  mod_status status = j->status;
+  out->format = j->format;
+  snprintf(out->source, sizeof out->source, "%s", j->source);
+  snprintf(out->error, sizeof out->error, "%s", j->error);
+  if (status == MOD_FOUND && j->has_ent) {
+    pin *p = calloc(1, sizeof *p);
+    if (p) {
+      p->kind = 2;
+      p->j = j; /* keeps the caller's reference */
+      out->status = MOD_FOUND;
+      out->st = j->ent.st;
+      out->pin = p;
+      return true;
+    }
+  }
+  job_unref_locked(e, j);
+  if (status == MOD_FOUND)
+    return false;
+  out->status = status;
+  return true;
+}
+
+/* out for a job that found the module but whose table the caller must read
+ * from the cache (job_result_locked false); without mu. */
+static void found_from_cache(engine *e, const module_id *m, mod_handle *out) {
+  bool neg = false;
+  if (try_cache(e, m, out, &neg)) {
+    out->from_cache = false; /* the request waited for the download */
+    return;
+  }
+  out->status = MOD_FETCH_ERROR;
+  snprintf(out->error, sizeof out->error, "module was fetched but fell out of the cache");
+}
+
+/* The job table's key of m's lookup. */
+static void job_key(const module_id *m, bool embedded_only, char *key, size_t cap) {
+  module_cache_key(m, m->format, key, cap);
+  size_t kl = strlen(key);
+  snprintf(key + kl, cap - kl, "#%d%s", (int)m->format, embedded_only ? "#embedded" : "");
+}
+
 /* One look at the cache, then the module's job (joined or admitted) and its
  * result.  With settled set: false (nothing done, out cleared) when no job
  * runs for the module and a job settled since *settled was read. */
-static bool resolve_once(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out,
-                         const uint64_t *settled) {
+static bool resolve_once(engine *e, engine_share *sh, const module_id *m, uint64_t deadline_ms,
+                         mod_handle *out, const uint64_t *settled) {
   memset(out, 0, sizeof *out);
   bool all_negative = false;
   if (try_cache(e, m, out, &all_negative)) {
@@ -1497,9 +1692,7 @@ static bool resolve_once(engine *e, const module_id *m, uint64_t deadline_ms, mo
   memset(out, 0, sizeof *out);
 
   char key[320];
-  module_cache_key(m, m->format, key, sizeof key);
-  size_t kl = strlen(key);
-  snprintf(key + kl, sizeof key - kl, "#%d%s", (int)m->format, embedded_only ? "#embedded" : "");
+  job_key(m, embedded_only, key, sizeof key);
 
   pthread_mutex_lock(&e->mu);
   job *j;
@@ -1519,7 +1712,8 @@ static bool resolve_once(engine *e, const module_id *m, uint64_t deadline_ms, mo
       memset(out, 0, sizeof *out);
       return false;
     }
-    if (e->njobs < e->queue_cap) {
+    int why = admit_locked(e, sh);
+    if (why == ADMIT_OK) {
       j = job_new_locked(e, key, m);
       if (!j) {
         pthread_mutex_unlock(&e->mu);
@@ -1528,17 +1722,17 @@ static bool resolve_once(engine *e, const module_id *m, uint64_t deadline_ms, mo
         return true;
       }
       j->embedded_only = embedded_only;
+      share_adopt_locked(sh, j);
       runq_push_locked(e, j);
       break;
     }
-    /* the queue is full: wait for room until the deadline */
+    /* the queue, or the request's share of it, is full: wait for room until
+     * the deadline (never, past the request's downloads in all) */
     uint64_t now = engine_now_ms();
-    if (deadline_ms != 0 && now >= deadline_ms) {
-      int cap = e->queue_cap;
-      pthread_mutex_unlock(&e->mu);
+    if (why == ADMIT_NEVER || (deadline_ms != 0 && now >= deadline_ms)) {
       out->status = MOD_PENDING;
-      snprintf(out->error, sizeof out->error,
-               "%d modules are being fetched already (download_queue); retry shortly", cap);
+      no_job_error(e, why, out->error, sizeof out->error);
+      pthread_mutex_unlock(&e->mu);
       return true;
     }
     if (deadline_ms == 0) {
@@ -1557,35 +1751,10 @@ static bool resolve_once(engine *e, const module_id *m, uint64_t deadline_ms, mo
     snprintf(out->error, sizeof out->error, "still fetching %.200s; retry shortly", m->debug_file);
     return true;
   }
-  mod_status status = j->status;
-  out->format = j->format;
-  snprintf(out->source, sizeof out->source, "%s", j->source);
-  snprintf(out->error, sizeof out->error, "%s", j->error);
-  if (status == MOD_FOUND && j->has_ent) {
-    pin *p = calloc(1, sizeof *p);
-    if (p) {
-      p->kind = 2;
-      p->j = j; /* keeps our reference */
-      out->status = MOD_FOUND;
-      out->st = j->ent.st;
-      out->pin = p;
-      pthread_mutex_unlock(&e->mu);
-      return true;
-    }
-  }
-  job_unref_locked(e, j);
+  bool final = job_result_locked(e, j, out);
   pthread_mutex_unlock(&e->mu);
-  if (status == MOD_FOUND) {
-    bool neg = false;
-    if (try_cache(e, m, out, &neg)) {
-      out->from_cache = false; /* this request waited for the download */
-      return true;
-    }
-    out->status = MOD_FETCH_ERROR;
-    snprintf(out->error, sizeof out->error, "module was fetched but fell out of the cache");
-    return true;
-  }
-  out->status = status;
+  if (!final)
+    found_from_cache(e, m, out);
   return true;
 }
 
@@ -1620,6 +1789,11 @@ bool engine_resolve_hot(engine *e, const module_id *m, mod_handle *out) {
 }
 
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out) {
+  engine_resolve_in(e, NULL, m, deadline_ms, out);
+}
+
+void engine_resolve_in(engine *e, engine_share *sh, const module_id *m, uint64_t deadline_ms,
+                       mod_handle *out) {
   /* A job may finish between the cache's miss and resolve_once's look for
    * it under e->mu: it put its table (or negative entry) in the cache and is
    * no longer found, so a second job would download the module again.  Jobs settle with e->mu
@@ -1628,9 +1802,169 @@ void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_han
    * (at most ENGINE_RESOLVE_LOOKS times, then a new job as before). */
   for (int looks = 1;; looks++) {
     uint64_t settled = atomic_load(&e->settled);
-    if (resolve_once(e, m, deadline_ms, out, looks < ENGINE_RESOLVE_LOOKS ? &settled : NULL))
+    if (resolve_once(e, sh, m, deadline_ms, out, looks < ENGINE_RESOLVE_LOOKS ? &settled : NULL))
       return;
   }
+}
+
+/* engine_resolve_many's state of one module */
+enum { W_LOOK, W_NOJOB, W_JOB, W_FOUND_READ, W_DONE };
+typedef struct {
+  int state;
+  job *j;            /* W_JOB: referenced */
+  bool embedded;     /* known missing: only its image's embedded PDB is looked for */
+  int why;           /* W_NOJOB: why it has no job yet (admit_locked) */
+  int looks;         /* cache looks (at most ENGINE_RESOLVE_LOOKS, then a job as it is) */
+  uint64_t seen;     /* e->settled at its last cache look */
+} want_state;
+
+/* The cache's answer for w (without mu): true when final (W_DONE), false
+ * when a job is needed (out cleared, embedded set when only the image's
+ * embedded PDB is worth a look). */
+static bool many_look(engine *e, engine_want *w, want_state *s) {
+  mod_handle *out = w->out;
+  memset(out, 0, sizeof *out);
+  s->seen = atomic_load(&e->settled);
+  s->looks++;
+  bool all_negative = false;
+  if (try_cache(e, w->m, out, &all_negative)) {
+    if (wants_names(e, w->m, out))
+      resolve_names(e, w->m, 1 /* no wait: names_pending */, out);
+    return true;
+  }
+  if (all_negative) {
+    if (out->status != MOD_MISSING || w->m->format == ST_FORMAT_WINDOWS ||
+        !image_worth_a_look(e, w->m, true))
+      return true;
+    s->embedded = true;
+  }
+  memset(out, 0, sizeof *out);
+  return false;
+}
+
+void engine_resolve_many(engine *e, engine_share *sh, engine_want *w, size_t n,
+                         uint64_t deadline_ms) {
+  want_state *st = calloc(n ? n : 1, sizeof *st);
+  if (!st) { /* one at a time, then */
+    for (size_t i = 0; i < n; i++)
+      engine_resolve_in(e, sh, w[i].m, deadline_ms, w[i].out);
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    st[i].state = W_LOOK;
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    /* cache looks and reads, without mu */
+    bool io = false;
+    for (size_t i = 0; i < n && !io; i++)
+      io = st[i].state == W_LOOK || st[i].state == W_FOUND_READ;
+    if (io) {
+      pthread_mutex_unlock(&e->mu);
+      for (size_t i = 0; i < n; i++) {
+        if (st[i].state == W_LOOK)
+          st[i].state = many_look(e, &w[i], &st[i]) ? W_DONE : W_NOJOB;
+        else if (st[i].state == W_FOUND_READ) {
+          found_from_cache(e, w[i].m, w[i].out);
+          st[i].state = W_DONE;
+        }
+      }
+      pthread_mutex_lock(&e->mu);
+    }
+    bool left = false, again = false;
+    for (size_t i = 0; i < n; i++) {
+      want_state *s = &st[i];
+      mod_handle *out = w[i].out;
+      if (s->state == W_JOB) {
+        if (!s->j->done) {
+          left = true;
+          continue;
+        }
+        bool final = job_result_locked(e, s->j, out);
+        s->j = NULL;
+        s->state = final ? W_DONE : W_FOUND_READ;
+        again |= !final;
+        continue;
+      }
+      if (s->state != W_NOJOB)
+        continue;
+      char key[320];
+      job_key(w[i].m, s->embedded, key, sizeof key);
+      job *j = find_job_locked(e, key);
+      if (j) { /* joined: someone's job, running */
+        j->refs++;
+        s->j = j;
+        s->state = W_JOB;
+        left = true;
+        continue;
+      }
+      if (e->draining) {
+        out->status = MOD_FETCH_ERROR;
+        snprintf(out->error, sizeof out->error, "the service is shutting down");
+        s->state = W_DONE;
+        continue;
+      }
+      s->why = admit_locked(e, sh);
+      if (s->why == ADMIT_NEVER) {
+        out->status = MOD_PENDING;
+        no_job_error(e, s->why, out->error, sizeof out->error);
+        s->state = W_DONE;
+        continue;
+      }
+      if (s->why != ADMIT_OK) {
+        left = true; /* waits for room */
+        continue;
+      }
+      if (atomic_load(&e->settled) != s->seen && s->looks < ENGINE_RESOLVE_LOOKS) {
+        /* a job settled since its look: maybe its own, now in the cache */
+        s->state = W_LOOK;
+        again = true;
+        continue;
+      }
+      j = job_new_locked(e, key, w[i].m);
+      if (!j) {
+        out->status = MOD_FETCH_ERROR;
+        snprintf(out->error, sizeof out->error, "out of memory");
+        s->state = W_DONE;
+        continue;
+      }
+      j->embedded_only = s->embedded;
+      share_adopt_locked(sh, j);
+      runq_push_locked(e, j);
+      j->refs++;
+      s->j = j;
+      s->state = W_JOB;
+      left = true;
+    }
+    if (again)
+      continue;
+    if (!left || e->draining)
+      break;
+    uint64_t now = engine_now_ms();
+    if (deadline_ms != 0 && now >= deadline_ms)
+      break;
+    if (deadline_ms == 0) {
+      pthread_cond_wait(&e->cv, &e->mu);
+    } else {
+      struct timespec ts = abs_after(deadline_ms - now);
+      pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+    }
+  }
+  /* what is not settled by the deadline: pending (its job, if any, goes on) */
+  for (size_t i = 0; i < n; i++) {
+    want_state *s = &st[i];
+    mod_handle *out = w[i].out;
+    if (s->state == W_JOB) {
+      job_unref_locked(e, s->j);
+      out->status = MOD_PENDING;
+      snprintf(out->error, sizeof out->error, "still fetching %.200s; retry shortly",
+               w[i].m->debug_file);
+    } else if (s->state == W_NOJOB) {
+      out->status = MOD_PENDING;
+      no_job_error(e, e->draining ? ADMIT_QUEUE : s->why, out->error, sizeof out->error);
+    }
+  }
+  pthread_mutex_unlock(&e->mu);
+  free(st);
 }
 
 void engine_release(engine *e, mod_handle *h) {

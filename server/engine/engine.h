@@ -30,9 +30,15 @@ typedef struct {
   uint64_t cache_max_bytes;      /* PDBSYM_CACHE_MAX_BYTES; 0: default */
   uint64_t mem_max_bytes;        /* hot-set budget; 0: default */
   uint64_t max_pdb_bytes;        /* largest PDB accepted; 0: default (capped by the cache's cap) */
+  int download_max_share;        /* percent of the cache's cap one download may take; 0: 100 */
   int max_parallel_downloads;    /* transfers at once per HTTP source; 0: 4 */
   int download_workers;          /* threads that read, unpack, parse and store downloads; 0: 4 */
   int download_queue;            /* modules being looked up at once; 0: 1000 */
+  /* a request's share (engine_share): jobs it may have queued or running at
+   * once, and jobs it may start in all; 0: no share (the request may take
+   * what download_queue leaves) */
+  int request_downloads;
+  int request_downloads_max;
   bool offline;                  /* never touch the network (cache and local sources only) */
   dl_limits dl;                  /* deadlines, retries, redirects of each transfer (config.h) */
   /* seconds a negative answer is remembered (0: default) */
@@ -91,6 +97,39 @@ void engine_drain(engine *e);
  * download_queue jobs are already running, a new module waits for room until
  * the deadline, then gets MOD_PENDING (no job is started for it). */
 void engine_resolve(engine *e, const module_id *m, uint64_t deadline_ms, mod_handle *out);
+
+/* A request's share of the download queue (docs/concurrency.md, "Shares"):
+ * the jobs it starts (a module no job is looking up yet; joining a running
+ * job costs nothing) are at most request_downloads at once and
+ * request_downloads_max in all; a module past the first waits for one of the
+ * request's jobs to settle, until its deadline, then is MOD_PENDING without
+ * a job; past the second, MOD_PENDING at once.  A request that has a job
+ * already leaves download_queue / 8 (fixed) of the queue to requests that
+ * have none.  Its jobs' transfers share one lane of each source's queue
+ * (fetch_op_set_lane), served round-robin with the other requests' lanes.
+ * NULL (out of memory): resolving with it is resolving with no share.
+ * engine_share_end when the request is over (its jobs go on). */
+typedef struct engine_share engine_share;
+engine_share *engine_share_new(engine *e);
+void engine_share_end(engine *e, engine_share *sh);
+
+/* engine_resolve within share sh (NULL: none). */
+void engine_resolve_in(engine *e, engine_share *sh, const module_id *m, uint64_t deadline_ms,
+                       mod_handle *out);
+
+/* Resolves n modules of one request at once, within share sh: every module
+ * looked up in the cache, then the jobs of the others joined or started as
+ * the share allows, and all of them waited for together until deadline_ms
+ * (0: none); what is not settled then is MOD_PENDING.  Each out as
+ * engine_resolve sets it (engine_release each).  A cached managed table
+ * whose image's names are being fetched is answered at once with
+ * names_pending set (engine_resolve_in with the deadline waits for them). */
+typedef struct {
+  const module_id *m; /* in */
+  mod_handle *out;    /* out */
+} engine_want;
+void engine_resolve_many(engine *e, engine_share *sh, engine_want *w, size_t n,
+                         uint64_t deadline_ms);
 /* engine_resolve for a module that is answered from memory at once (the
  * table in the cache's memory, nothing to fetch, read or wait for): true
  * with out as engine_resolve would set it; false (nothing to release) when
@@ -120,6 +159,10 @@ void engine_get_stats(engine *e, engine_stats *out);
 
 /* true once the cache is open and its migrations applied */
 bool engine_ready(engine *e);
+/* false when the cache folder could not be written the last time it was
+ * tried (the cache writer tries every ENGINE_PROBE_MS, fixed: 5 s, and after
+ * a failed store): why gets the error.  Never blocks (no I/O). */
+bool engine_writable(engine *e, char *why, size_t cap);
 
 /* true when the cache already holds m (in format fmt, or either when
  * ST_FORMAT_UNKNOWN); with image_names, only a table that has the method

@@ -870,7 +870,7 @@ static const symtab *module_symbols(trace_job *j, uint32_t mi, trace_local_fn lo
     m->local = true;
     m->st = &m->local_st;
   } else if (j->eng) {
-    engine_resolve(j->eng, &id, j->opt.resolve_deadline_ms, &m->h);
+    engine_resolve_in(j->eng, j->opt.share, &id, j->opt.resolve_deadline_ms, &m->h);
     if (m->h.status == MOD_FOUND) {
       m->pinned = true;
       m->st = m->h.st;

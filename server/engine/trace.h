@@ -55,6 +55,7 @@ typedef struct {
   const char *spill_dir; /* folder for the spill file; NULL: $TMPDIR or /tmp */
   const char *name;      /* the trace's name in the output (its file name), may be NULL */
   uint64_t resolve_deadline_ms; /* per module, absolute CLOCK_MONOTONIC ms; 0: none */
+  engine_share *share;   /* the request's share of the download queue (engine.h); NULL: none */
   int top;               /* rows of the top-N text; 0: default */
 } trace_options;
 

@@ -65,6 +65,7 @@
 #define FETCH_MAX_BACKOFF_MS 8000L
 #define FETCH_RATIO_FLOOR 65536u /* the decoded/encoded ratio is checked past this */
 #define FETCH_TICK_MS 250         /* the network thread's longest sleep */
+#define FETCH_HEAD 64             /* bytes of a body's head kept to prove its format */
 
 /* Layouts: where a key lives on a store (see docs/fetch.md, "Keys"). */
 enum {
@@ -90,6 +91,16 @@ enum { AC_PUBLIC = 0, AC_LOOPBACK = 1, AC_PRIVATE = 2, AC_LINKLOCAL = 4, AC_OTHE
 
 typedef struct probe probe;
 
+/* A source's queue is one lane per lookup owner (fetch_op_set_lane: the
+ * engine's request), served round-robin, so that one request's many probes
+ * do not stand in front of another's; each lane is first in, first out but
+ * for later phases, redirects and retries, which go to its front. */
+typedef struct lane {
+  struct lane *next;
+  uint64_t id;
+  probe *qhead, *qtail;
+} lane;
+
 typedef struct {
   bool http;
   char *base;
@@ -98,8 +109,11 @@ typedef struct {
   size_t nheaders;
   /* under f->mu */
   int active;                   /* transfers running */
-  probe *qhead, *qtail;         /* probes waiting for a transfer slot */
+  lane *lanes;                  /* lanes with probes waiting for a transfer slot */
+  lane *cur;                    /* the lane served next (NULL: the first) */
+  lane spare_lane;              /* the lane used when a new one cannot be allocated */
   int hit_layout[2], hit_var[2]; /* what answered last, per kind (0 PDB, 1 PE); -1 none */
+  st_format hit_format;         /* the PDB key that answered last (UNKNOWN: none yet) */
   int fail_streak;              /* failed transfers in a row (404s are answers, not failures) */
   uint64_t down_until;          /* backing off until then (ms, monotonic) */
   char down_error[160];
@@ -115,12 +129,15 @@ typedef struct {
   st_format format;             /* the PDB format this key is for (UNKNOWN: image) */
 } fetch_key;
 
+/* A temporary file.  Its bytes are counted in f->tmp_bytes as they are
+ * written (never a declared length ahead of them), and in f->proved_bytes
+ * too once it has proved to be what it claims (tmp_prove): only those ask
+ * the cache to evict for them (fetch_tmp_proved_bytes). */
 typedef struct {
   char path[1100];
   int fd;
   uint64_t bytes;               /* counted in f->tmp_bytes */
-  uint64_t reserved;            /* counted too: the rest of a declared length, taken from
-                                   the budget when the transfer's first bytes came */
+  bool proved;                  /* a whole file, or a head that parsed as its format */
 } tmpfile_t;
 
 enum { P_HELD, P_QUEUED, P_RUNNING, P_TIMER, P_DONE };
@@ -129,7 +146,8 @@ enum { ABORT_NONE, ABORT_FIRST_BYTE, ABORT_DEADLINE };
 struct fetch_op;
 
 struct probe {
-  probe *prev, *next;           /* in a source queue, f->running or f->timers */
+  probe *prev, *next;           /* in a source's lane, f->running or f->timers */
+  lane *ln;                     /* P_QUEUED: its lane */
   probe *gnext;                 /* all probes of the group */
   struct fetch_op *op;
   int src, key, layout, var, phase;
@@ -149,6 +167,12 @@ typedef struct xfer {
   tmpfile_t t;
   uint64_t cap;
   bool over, io_error, disk_full, ratio_over, encoded, html, got_byte;
+  uint8_t head[FETCH_HEAD];     /* the body's first bytes, for head_proves */
+  size_t nhead;
+  bool judged;                  /* head_proves has looked at the head */
+  uint64_t claimed;             /* proved by a format that states its size: that size */
+  bool cl_seen, cl_conflict;    /* Content-Length headers: one seen; two that differ */
+  char cl_first[24];
   uint64_t need;                /* disk_full: the bytes the file needs (declared, or a guess) */
   int io_errno;
   int abort_why;
@@ -161,9 +185,16 @@ typedef struct xfer {
 typedef struct {
   bool used, open;
   int phase;                    /* released so far (1..3) */
-  int live;                     /* probes of released phases not settled */
+  int live;                     /* probes of its released phase not settled */
   probe *probes;
 } group;
+
+/* A source is asked for an op's keys in rounds, one (key, phase) at a time:
+ * round i is phase i / nkeys + 1 of the i % nkeys'th key in the source's
+ * likeliest order (the key of the format it answered last first), each
+ * round released when the one before has settled with misses; the first
+ * body a source gives ends its rounds (its file is verified: accepted, or
+ * the source is given up). */
 
 typedef struct cand {
   struct cand *next;
@@ -189,6 +220,10 @@ struct fetch_op {
   int groups_open;
   group groups[FETCH_MAX_SOURCES][2];
   bool given_up[FETCH_MAX_SOURCES];
+  int round[FETCH_MAX_SOURCES]; /* rounds released so far (0: none) */
+  int first_key[FETCH_MAX_SOURCES]; /* the key asked first of each source */
+  bool failed_on[FETCH_MAX_SOURCES]; /* counted in the source's failure streak once */
+  uint64_t lane;                /* its owner's lane in the source queues (0: the common one) */
   cand *cands, *cands_tail;
   uint64_t room_needed;         /* a transfer failed for the disk budget: what it needed */
   ps_diag err;                  /* the most telling failure so far */
@@ -211,6 +246,8 @@ struct fetcher {
   long retry_base_ms;
   int max_redirects;
   int max_parallel;
+  int spare_slots;              /* beyond max_parallel, for new modules while the others are slow */
+  uint64_t slow_after_ms;
   long backoff_ms, backoff_max_ms;
   int fail_threshold;
   bool refuse_private;
@@ -226,6 +263,7 @@ struct fetcher {
   probe *timers;                /* probes waiting for their retry */
   int nops;
   _Atomic uint64_t tmp_bytes;
+  _Atomic uint64_t proved_bytes; /* of tmp_bytes: files that proved themselves */
   _Atomic uint64_t budget;
 };
 
@@ -347,6 +385,7 @@ static ps_err add_source(fetcher *f, char *spec, const char *const *extra, ps_di
   while (n > 1 && s->base[n - 1] == '/')
     s->base[--n] = '\0';
   s->hit_layout[0] = s->hit_layout[1] = -1;
+  s->hit_format = ST_FORMAT_UNKNOWN;
   s->hit_var[0] = s->hit_var[1] = -1;
   s->origin_len = http ? origin_len(s->base) : 0;
   if (http)
@@ -661,6 +700,10 @@ uint64_t fetch_tmp_bytes(const fetcher *f) {
   return f ? atomic_load(&((fetcher *)f)->tmp_bytes) : 0;
 }
 
+uint64_t fetch_tmp_proved_bytes(const fetcher *f) {
+  return f ? atomic_load(&((fetcher *)f)->proved_bytes) : 0;
+}
+
 static bool tmp_create(fetcher *f, tmpfile_t *t, ps_diag *diag) {
   snprintf(t->path, sizeof t->path, "%s/.pdbsym-XXXXXX.part", f->tmp_dir);
   t->bytes = 0;
@@ -674,6 +717,21 @@ static bool tmp_create(fetcher *f, tmpfile_t *t, ps_diag *diag) {
   return true;
 }
 
+static void tmp_uncount(fetcher *f, tmpfile_t *t) {
+  budget_give(f, t->bytes);
+  if (t->proved)
+    atomic_fetch_sub(&f->proved_bytes, t->bytes);
+  t->bytes = 0;
+}
+
+/* t has proved to be what it claims: its bytes count as proved from now on. */
+static void tmp_set_proved(fetcher *f, tmpfile_t *t) {
+  if (t->proved)
+    return;
+  t->proved = true;
+  atomic_fetch_add(&f->proved_bytes, t->bytes);
+}
+
 static void tmp_drop(fetcher *f, tmpfile_t *t) {
   if (t->fd >= 0)
     close(t->fd);
@@ -681,13 +739,13 @@ static void tmp_drop(fetcher *f, tmpfile_t *t) {
   if (t->path[0])
     unlink(t->path);
   t->path[0] = '\0';
-  budget_give(f, t->bytes + t->reserved);
-  t->bytes = t->reserved = 0;
+  tmp_uncount(f, t);
+  t->proved = false;
 }
 
 static bool tmp_rewind(fetcher *f, tmpfile_t *t) {
-  budget_give(f, t->bytes + t->reserved);
-  t->bytes = t->reserved = 0;
+  tmp_uncount(f, t);
+  t->proved = false;
   return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0;
 }
 
@@ -718,21 +776,19 @@ static void log_disk_full(const char *path, int err) {
 /* Writes n bytes to t under the disk budget.  PS_E_OK, PS_E_LIMIT (budget) or
  * PS_E_IO (errno set). */
 static ps_err tmp_write(fetcher *f, tmpfile_t *t, const void *data, size_t n) {
-  /* bytes of a reserved length are counted already */
-  uint64_t from_res = n < t->reserved ? n : t->reserved;
-  uint64_t more = n - from_res;
-  if (more && !budget_take(f, more))
+  if (!budget_take(f, n))
     return PS_E_LIMIT;
-  t->reserved -= from_res;
   if (!write_all(t->fd, data, n)) {
     int err = errno;
-    budget_give(f, n); /* what this write took, from the reservation or the budget */
+    budget_give(f, n);
     errno = err;
     if (err == ENOSPC || err == EDQUOT)
       log_disk_full(t->path, err);
     return PS_E_IO;
   }
   t->bytes += n;
+  if (t->proved)
+    atomic_fetch_add(&f->proved_bytes, n);
   return PS_E_OK;
 }
 
@@ -1002,7 +1058,7 @@ static bool maybe_uncab(fetcher *f, tmpfile_t *t, const char *want, uint64_t *ne
     ps_diag_set(diag, PS_E_IO, "fetch", (size_t)-1, "cannot map %.100s", t->path);
     return false;
   }
-  tmpfile_t out = {"", -1, 0, 0};
+  tmpfile_t out = {"", -1, 0, true}; /* unpacked from a whole file */
   bool ok = false;
   cab_archive *a = NULL;
   if (!tmp_create(f, &out, diag))
@@ -1162,6 +1218,8 @@ ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag) {
   f->max_retries = cfg->lim.max_retries > 0 ? cfg->lim.max_retries : cfg->lim.max_retries < 0 ? 0 : 2;
   f->max_redirects = cfg->lim.max_redirects > 0 ? cfg->lim.max_redirects : 5;
   f->max_parallel = cfg->max_parallel_per_source > 0 ? cfg->max_parallel_per_source : 4;
+  f->spare_slots = cfg->lim.spare_slots > 0 ? cfg->lim.spare_slots : cfg->lim.spare_slots < 0 ? 0 : 1;
+  f->slow_after_ms = cfg->lim.slow_after_ms > 0 ? (uint64_t)cfg->lim.slow_after_ms : 10000u;
   f->retry_base_ms = cfg->lim.retry_base_ms > 0 ? cfg->lim.retry_base_ms : 250;
   f->backoff_ms = cfg->lim.source_backoff_ms > 0 ? cfg->lim.source_backoff_ms : 5000;
   f->backoff_max_ms = cfg->lim.source_backoff_max_ms > 0 ? cfg->lim.source_backoff_max_ms : 300000;
@@ -1195,7 +1253,7 @@ ps_err fetch_open(const fetch_config *cfg, fetcher **out, ps_diag *diag) {
       /* connections are limited per source by the queues; keep one idle
        * connection per slot so probes reuse them */
       curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS,
-                        (long)(f->nsrc * (size_t)f->max_parallel));
+                        (long)(f->nsrc * (size_t)(f->max_parallel + f->spare_slots)));
       if (pthread_create(&f->net, NULL, net_main, f) != 0)
         r = ps_diag_set(diag, PS_E_NOMEM, "fetch", (size_t)-1, "cannot start the network thread");
       else
@@ -1261,31 +1319,88 @@ static bool same_origin(const fetch_source *s, const char *url) {
 
 /* ------------------------------------------------ probes, groups (under f->mu) */
 
+/* The source's lane for owner id, made (at the end of the round) when it
+ * has none; the spare lane when one cannot be allocated. */
+static lane *lane_for(fetch_source *s, uint64_t id) {
+  lane **pp = &s->lanes;
+  for (; *pp; pp = &(*pp)->next)
+    if ((*pp)->id == id)
+      return *pp;
+  lane *l = calloc(1, sizeof *l);
+  if (!l) {
+    l = &s->spare_lane;
+    for (lane *x = s->lanes; x; x = x->next)
+      if (x == l)
+        return l;
+  }
+  l->id = id;
+  l->next = NULL;
+  *pp = l;
+  return l;
+}
+
+static void lane_drop(fetch_source *s, lane *l) {
+  lane **pp = &s->lanes;
+  while (*pp && *pp != l)
+    pp = &(*pp)->next;
+  if (*pp)
+    *pp = l->next;
+  if (s->cur == l)
+    s->cur = l->next;
+  if (l != &s->spare_lane)
+    free(l);
+}
+
 static void q_push(fetch_source *s, probe *p, bool front) {
+  lane *l = lane_for(s, p->op->lane);
+  p->ln = l;
   p->prev = p->next = NULL;
-  if (!s->qhead) {
-    s->qhead = s->qtail = p;
+  if (!l->qhead) {
+    l->qhead = l->qtail = p;
   } else if (front) {
-    p->next = s->qhead;
-    s->qhead->prev = p;
-    s->qhead = p;
+    p->next = l->qhead;
+    l->qhead->prev = p;
+    l->qhead = p;
   } else {
-    p->prev = s->qtail;
-    s->qtail->next = p;
-    s->qtail = p;
+    p->prev = l->qtail;
+    l->qtail->next = p;
+    l->qtail = p;
   }
 }
 
 static void q_remove(fetch_source *s, probe *p) {
+  lane *l = p->ln;
   if (p->prev)
     p->prev->next = p->next;
   else
-    s->qhead = p->next;
+    l->qhead = p->next;
   if (p->next)
     p->next->prev = p->prev;
   else
-    s->qtail = p->prev;
+    l->qtail = p->prev;
   p->prev = p->next = NULL;
+  p->ln = NULL;
+  if (!l->qhead)
+    lane_drop(s, l);
+}
+
+/* The next probe to start on source s: the head of the lane whose turn it
+ * is, the turn passing to the next lane; with fresh_only, the first lane
+ * head (from the turn on) of a module with no transfer running.  NULL: none. */
+static probe *q_next(fetch_source *s, bool fresh_only) {
+  lane *start = s->cur ? s->cur : s->lanes;
+  for (lane *l = start; l;) {
+    probe *p = l->qhead;
+    if (p && (!fresh_only || p->op->running == 0)) {
+      s->cur = l->next; /* the next lane's turn (NULL: the first's) */
+      q_remove(s, p);
+      return p;
+    }
+    l = l->next ? l->next : s->lanes;
+    if (l == start)
+      break;
+  }
+  return NULL;
 }
 
 static void l_push(probe **head, probe *p) {
@@ -1381,10 +1496,14 @@ static void group_close(fetch_op *op, group *g) {
   op->groups_open--;
 }
 
-static void give_up_source(fetch_op *op, int s) {
-  op->given_up[s] = true;
+static void source_close(fetch_op *op, int s) {
   for (int k = 0; k < 2; k++)
     group_close(op, &op->groups[s][k]);
+}
+
+static void give_up_source(fetch_op *op, int s) {
+  op->given_up[s] = true;
+  source_close(op, s);
 }
 
 static void probe_enqueue(fetcher *f, probe *p, bool front) {
@@ -1392,35 +1511,57 @@ static void probe_enqueue(fetcher *f, probe *p, bool front) {
   q_push(&f->src[p->src], p, front);
 }
 
-/* Releases the group's next phase with probes; closes the group (a miss) when
- * there is none. */
-static void release_phase(fetch_op *op, group *g) {
-  while (g->open && g->live == 0) {
-    int next = g->phase + 1;
-    if (next > 3) {
-      group_close(op, g);
+/* The group and phase of round i (0-based) of source s. */
+static group *round_group(fetch_op *op, int s, int i, int *phase) {
+  int nk = (int)op->nkeys;
+  int k = i % nk;
+  if (nk == 2 && op->first_key[s] == 1)
+    k = 1 - k;
+  *phase = i / nk + 1;
+  return &op->groups[s][k];
+}
+
+/* Releases source s's next round with probes once the current one has
+ * settled (every probe of it a miss); closes the source's groups (a miss)
+ * when no round is left. */
+static void source_advance(fetch_op *op, int s) {
+  int rounds = 3 * (int)op->nkeys;
+  for (;;) {
+    int phase;
+    if (op->round[s] > 0) {
+      group *g = round_group(op, s, op->round[s] - 1, &phase);
+      if (g->open && g->live > 0)
+        return; /* still going */
+    }
+    if (op->round[s] >= rounds) {
+      source_close(op, s);
       return;
     }
-    g->phase = next;
-    /* later phases jump the queue, so modules already started finish first;
-     * pushed in reverse to keep their order */
+    group *g = round_group(op, s, op->round[s]++, &phase);
+    if (!g->open)
+      continue;
+    g->phase = phase;
+    /* later phases jump their lane, so modules already started finish
+     * first; pushed in reverse to keep their order */
     probe *list[NLAYOUTS * NVARS];
     int n = 0;
     for (probe *p = g->probes; p && n < NLAYOUTS * NVARS; p = p->gnext)
-      if (p->state == P_HELD && p->phase == next)
+      if (p->state == P_HELD && p->phase == phase)
         list[n++] = p;
     for (int i = n - 1; i >= 0; i--) {
-      probe_enqueue(op->f, list[i], next > 1);
+      probe_enqueue(op->f, list[i], op->round[s] > 1);
       g->live++;
     }
+    if (n)
+      return;
   }
 }
 
-/* A probe of g settled without a body (a miss). */
-static void group_settle(fetch_op *op, group *g) {
+/* A probe of g (source s) settled without a body (a miss). */
+static void group_settle(fetch_op *op, group *g, int s) {
   if (g->live > 0)
     g->live--;
-  release_phase(op, g);
+  source_advance(op, s);
 }
 
 static probe *probe_new(fetch_op *op, int s, int k, int layout, int var, int phase,
@@ -1449,12 +1590,71 @@ static probe *probe_new(fetch_op *op, int s, int k, int layout, int var, int pha
 
 /* ------------------------------------------------------- the network thread */
 
+static uint32_t le32(const uint8_t *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Whether the first FETCH_HEAD bytes h of a body are the file probe p asks
+ * for, before the rest has come: the cache evicts for a download only once
+ * it has proved itself so (or is whole), never for bytes that are nothing
+ * yet (an endless or hostile body).  len: the declared length (-1: none, or
+ * content-encoded).  *claimed gets the size the format states, when it does.
+ *   Windows PDB key: the MSF 7.00 superblock (LLVM's MSFCommon.h: the 32-byte
+ *     magic, then BlockSize, FreeBlockMapBlock, NumBlocks), BlockSize 512,
+ *     1024, 2048 or 4096, the file NumBlocks * BlockSize bytes, equal to len
+ *     when there is one;
+ *   Portable PDB key: the metadata root's signature "BSJB" (ECMA-335 II.24.2.1);
+ *   image: "MZ";
+ *   any key, a cabinet ([MS-CAB] 2.1 CFHEADER): "MSCF", cbCabinet at offset 8
+ *     equal to len when there is one. */
+static bool head_proves(const probe *p, const uint8_t *h, int64_t len, uint64_t *claimed) {
+  static const uint8_t msf[32] = "Microsoft C/C++ MSF 7.00\r\n\x1a" "DS\0\0";
+  *claimed = 0;
+  if (!memcmp(h, "MSCF", 4)) {
+    uint64_t cb = le32(h + 8);
+    *claimed = cb;
+    return cb >= 36 && (len < 0 || cb == (uint64_t)len);
+  }
+  st_format fmt = p->op->keys[p->key].format;
+  if (p->op->image)
+    return h[0] == 'M' && h[1] == 'Z';
+  if (fmt == ST_FORMAT_PORTABLE)
+    return !memcmp(h, "BSJB", 4);
+  if (memcmp(h, msf, sizeof msf))
+    return false;
+  uint32_t bs = le32(h + 32), nb = le32(h + 40);
+  if (bs != 512 && bs != 1024 && bs != 2048 && bs != 4096)
+    return false;
+  *claimed = (uint64_t)bs * nb;
+  return nb > 0 && (len < 0 || *claimed == (uint64_t)len);
+}
+
+/* The head of a body so far: once FETCH_HEAD bytes are in, judged once. */
+static void take_head(probe *p, const char *data, size_t n) {
+  xfer *x = p->x;
+  if (x->judged || p->var == VAR_PTR)
+    return;
+  size_t k = FETCH_HEAD - x->nhead < n ? FETCH_HEAD - x->nhead : n;
+  memcpy(x->head + x->nhead, data, k);
+  x->nhead += k;
+  if (x->nhead < FETCH_HEAD)
+    return;
+  x->judged = true;
+  curl_off_t len = -1;
+  curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+  if (x->encoded)
+    len = -1;
+  if (head_proves(p, x->head, (int64_t)len, &x->claimed))
+    tmp_set_proved(p->op->f, &x->t);
+}
+
 static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
   probe *p = ud;
   fetcher *f = p->op->f;
   size_t n = size * nmemb;
   p->x->got_byte = true;
-  if (p->x->t.bytes + n > p->x->cap) {
+  /* a file that stated its size (tmp_prove) may not pass it */
+  if (p->x->t.bytes + n > p->x->cap || (p->x->claimed && p->x->t.bytes + n > p->x->claimed)) {
     p->x->over = true;
     return 0;
   }
@@ -1467,26 +1667,21 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
       return 0;
     }
   }
-  if (p->x->t.bytes == 0 && p->x->t.reserved == 0) {
-    /* the declared length must fit in the disk budget as a whole: refused
-     * before anything is written, else taken from the budget at once, so
-     * what the folder will hold is counted from the start (the cache counts
-     * it when it makes room for a module it stores) */
-    curl_off_t len = -1;
-    curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
-    if (len > 0 && !p->x->encoded) {
-      if (!budget_take(f, (uint64_t)len)) {
-        p->x->disk_full = true;
-        p->x->need = (uint64_t)len;
-        return 0;
-      }
-      p->x->t.reserved = (uint64_t)len;
-    }
-  }
+  /* the cache's room is taken for bytes received, not declared: a 1 KiB
+   * answer declaring 19 MiB takes 1 KiB */
+  take_head(p, data, n);
   ps_err r = tmp_write(f, &p->x->t, data, n);
   if (r == PS_E_LIMIT) {
     p->x->disk_full = true;
-    p->x->need = (p->x->t.bytes + n) * 2; /* no length: twice what came so far */
+    /* the cache evicts for a download that proved itself, never for one
+     * that has not (need 0): its declared or stated size, else twice what
+     * came so far */
+    curl_off_t len = -1;
+    curl_easy_getinfo(p->x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+    p->x->need = !p->x->t.proved ? 0
+                 : p->x->claimed ? p->x->claimed
+                 : len > 0 && !p->x->encoded ? (uint64_t)len
+                                             : (p->x->t.bytes + n) * 2;
     return 0;
   }
   if (r != PS_E_OK) {
@@ -1509,6 +1704,25 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud) {
   if (n >= 5 && !strncmp(data, "HTTP/", 5)) { /* a new response (after 100 Continue) */
     p->x->html = false;
     p->x->encoded = false;
+    p->x->cl_seen = p->x->cl_conflict = false;
+  } else if (header_is(data, n, "content-length:")) {
+    /* libcurl takes one of two Content-Length headers that differ; the
+     * body it then reads is a part of the file, not a malformed one */
+    const char *v = data + 15;
+    size_t rest = (size_t)(data + n - v);
+    while (rest && (*v == ' ' || *v == '\t')) {
+      v++;
+      rest--;
+    }
+    while (rest && (v[rest - 1] == '\r' || v[rest - 1] == '\n' || v[rest - 1] == ' '))
+      rest--;
+    char val[24];
+    snprintf(val, sizeof val, "%.*s", (int)(rest < 23 ? rest : 23), v);
+    if (p->x->cl_seen && strcmp(val, p->x->cl_first))
+      p->x->cl_conflict = true;
+    if (!p->x->cl_seen)
+      snprintf(p->x->cl_first, sizeof p->x->cl_first, "%s", val);
+    p->x->cl_seen = true;
   } else if (header_is(data, n, "content-type:")) {
     const char *v = data + 13;
     while (v < data + n && (*v == ' ' || *v == '\t'))
@@ -1546,6 +1760,14 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
       p->x->abort_why = ABORT_FIRST_BYTE;
       return 1;
     }
+  }
+  /* the budget shrank under a download that has not proved itself (the
+   * cache stored a module): it goes now, not at its next write */
+  uint64_t budget = atomic_load(&f->budget);
+  if (!p->x->t.proved && budget && p->x->t.bytes && atomic_load(&f->tmp_bytes) > budget) {
+    p->x->disk_full = true;
+    p->x->need = 0;
+    return 1;
   }
   uint64_t limit = (uint64_t)f->transfer_timeout_ms;
   if (dltotal > 0) {
@@ -1675,7 +1897,14 @@ static void maybe_free_op(fetch_op *op) {
     op_free_mem(op);
 }
 
-static void source_failed(fetcher *f, fetch_source *s, const ps_diag *d) {
+/* A transfer of p's module failed on source s (not a 404).  A module's
+ * failures count once in the source's streak (its retries, its other
+ * probes, both its keys): a source is left alone when fail_threshold
+ * modules in a row failed there, not when one module failed three times. */
+static void source_failed(fetcher *f, fetch_source *s, probe *p, const ps_diag *d) {
+  if (p->op->failed_on[p->src])
+    return;
+  p->op->failed_on[p->src] = true;
   s->fail_streak++;
   if (s->fail_streak >= f->fail_threshold) {
     int extra = s->fail_streak - f->fail_threshold;
@@ -1764,11 +1993,11 @@ static void ptr_done(fetcher *f, probe *p, group *g) {
       }
     }
   }
-  group_settle(op, g);
+  group_settle(op, g, p->src);
 }
 
 /* A finished body: a candidate for the caller. */
-static void body_done(fetcher *f, probe *p, group *g) {
+static void body_done(fetcher *f, probe *p) {
   fetch_op *op = p->op;
   cand *c = calloc(1, sizeof *c);
   if (!c) {
@@ -1782,7 +2011,9 @@ static void body_done(fetcher *f, probe *p, group *g) {
   c->t = p->x->t;
   p->x->t.fd = -1;
   p->x->t.path[0] = '\0';
-  p->x->t.bytes = p->x->t.reserved = 0;
+  p->x->t.bytes = 0;
+  p->x->t.proved = false;
+  tmp_set_proved(f, &c->t); /* a whole file */
   c->src = p->src;
   c->key = p->key;
   c->layout = p->layout;
@@ -1801,8 +2032,10 @@ static void body_done(fetcher *f, probe *p, group *g) {
   else
     op->cands = c;
   op->cands_tail = c;
-  /* this group has its file; the source's other key goes on */
-  group_close(op, g);
+  /* the source has given its file: it is verified, and accepted (the lookup
+   * ends) or refused (the source is given up), so nothing more is asked of
+   * it - not its other key, not the later rounds */
+  source_close(op, p->src);
 }
 
 static void on_done(fetcher *f, probe *p, CURLcode rc) {
@@ -1831,13 +2064,35 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   ps_diag d;
   ps_diag_clear(&d);
   const char *url = p->url;
+  if (rc == CURLE_OK && code >= 200 && code < 300 && p->var != VAR_PTR &&
+      (code == 206 || p->x->cl_conflict || (p->x->claimed && p->x->t.bytes < p->x->claimed))) {
+    /* a part of the file, not a malformed file: a network error (its short
+     * TTL, doubled per failure), never the malformed one (24 h) */
+    if (code == 206)
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.120s: 206 Partial Content to a request for the whole file", url);
+    else if (p->x->cl_conflict)
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.120s: conflicting Content-Length headers", url);
+    else
+      ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1,
+                  "%.100s: a partial transfer: the file states %llu bytes, %llu came", url,
+                  (unsigned long long)p->x->claimed, (unsigned long long)p->x->t.bytes);
+    free(loc);
+    end_transfer(f, p);
+    source_failed(f, s, p, &d);
+    probe_drop_file(f, p);
+    probe_fail(op, p, &d);
+    op_maybe_wake(op);
+    return;
+  }
   if (rc == CURLE_OK && code >= 200 && code < 300) {
     s->fail_streak = 0;
     if (p->var == VAR_PTR) {
       end_transfer(f, p);
       ptr_done(f, p, g);
     } else {
-      body_done(f, p, g);
+      body_done(f, p);
       end_transfer(f, p);
       probe_drop_file(f, p); /* the file went to the candidate */
     }
@@ -1894,7 +2149,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   } else if (p_over || rc == CURLE_FILESIZE_EXCEEDED) {
     if (p->var == VAR_PTR) { /* not a file.ptr */
       probe_drop_file(f, p);
-      group_settle(op, g);
+      group_settle(op, g, p->src);
     } else {
       ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1, "%.120s is larger than the %llu-byte cap",
                   url, (unsigned long long)p->x->cap);
@@ -1911,8 +2166,9 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
     if (p->x->need > op->room_needed)
       op->room_needed = p->x->need;
     ps_diag_set(&d, PS_E_LIMIT, "fetch", (size_t)-1,
-                "%.100s: the download area's %llu-byte budget is used up", url,
-                (unsigned long long)atomic_load(&f->budget));
+                "%.100s: the download area's %llu-byte budget is used up%s", url,
+                (unsigned long long)atomic_load(&f->budget),
+                p->x->need ? "" : " (nothing evicted for it: its first bytes are not the file asked for)");
     probe_drop_file(f, p);
     probe_fail(op, p, &d);
   } else if (p_io) {
@@ -1927,12 +2183,12 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
                   url);
       note_error(op, &d, 1);
     }
-    group_settle(op, g);
+    group_settle(op, g, p->src);
   } else if (rc == CURLE_HTTP_RETURNED_ERROR) {
     bool retry = code >= 500 || code == 429 || code == 408;
     ps_diag_set(&d, PS_E_NETWORK, "fetch", (size_t)-1, "HTTP %ld from %.120s", code, url);
     if (retry) {
-      source_failed(f, s, &d);
+      source_failed(f, s, p, &d);
       probe_retry(f, p, &d);
     } else {
       s->fail_streak = 0; /* 401, 403...: an answer, but not one to retry */
@@ -1946,7 +2202,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
       ps_diag_set(&d, PS_E_TIMEOUT, "fetch", (size_t)-1,
                   "%.120s: not complete within its deadline (%llu of %lld bytes)", url,
                   (unsigned long long)p->x->t.bytes, (long long)p->x->length);
-    source_failed(f, s, &d);
+    source_failed(f, s, p, &d);
     if (why == ABORT_FIRST_BYTE)
       probe_retry(f, p, &d);
     else
@@ -1954,7 +2210,7 @@ static void on_done(fetcher *f, probe *p, CURLcode rc) {
   } else {
     ps_diag_set(&d, rc == CURLE_OPERATION_TIMEDOUT ? PS_E_TIMEOUT : PS_E_NETWORK, "fetch",
                 (size_t)-1, "%.120s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
-    source_failed(f, s, &d);
+    source_failed(f, s, p, &d);
     /* a source that answered and then went too slow stays slow: not retried */
     if (retryable_curl(rc) && !(rc == CURLE_OPERATION_TIMEDOUT && got_byte))
       probe_retry(f, p, &d);
@@ -1982,9 +2238,26 @@ static uint64_t pump(fetcher *f) {
   }
   for (size_t i = 0; i < f->nsrc; i++) {
     fetch_source *s = &f->src[i];
-    while (s->qhead && (s->active < f->max_parallel || s->down_until > now)) {
-      probe *p = s->qhead;
-      q_remove(s, p);
+    while (s->lanes) {
+      /* max_parallel transfers; past them, while fewer than spare_slots of
+       * the source's transfers are young (under slow_after), spare slots
+       * for modules with no transfer running: slow transfers of some
+       * modules do not hold every slot against the others */
+      bool fresh_only = false;
+      if (s->down_until <= now && s->active >= f->max_parallel) {
+        if (s->active >= f->max_parallel + f->spare_slots)
+          break;
+        int young = 0;
+        for (probe *r = f->running; r; r = r->next)
+          if (r->src == (int)i && now - r->x->started < f->slow_after_ms)
+            young++;
+        if (young >= f->spare_slots)
+          break;
+        fresh_only = true;
+      }
+      probe *p = q_next(s, fresh_only);
+      if (!p)
+        break;
       fetch_op *op = p->op;
       ps_diag d;
       ps_diag_clear(&d);
@@ -2102,6 +2375,12 @@ fetch_op *fetch_op_new(fetcher *f, const module_id *m, bool image, st_format fmt
   return op;
 }
 
+void fetch_op_set_lane(fetch_op *op, uint64_t id) {
+  pthread_mutex_lock(&op->f->mu);
+  op->lane = id;
+  pthread_mutex_unlock(&op->f->mu);
+}
+
 void fetch_op_free(fetch_op *op) {
   if (!op)
     return;
@@ -2188,6 +2467,8 @@ static bool consider(fetch_op *op, cand *c, fetch_verify_fn verify, void *vctx,
   fetch_source *s = &f->src[c->src];
   s->hit_layout[op->image] = c->layout;
   s->hit_var[op->image] = c->var;
+  if (!op->image)
+    s->hit_format = k->format;
   pthread_mutex_unlock(&f->mu);
   return true;
 }
@@ -2298,6 +2579,7 @@ static local_result local_source(fetch_op *op, int s, int k, fetch_verify_fn ver
       op_note(op, &d, 2);
       return LOCAL_GIVE_UP;
     }
+    tmp_set_proved(f, &c.t); /* a whole file */
     c.src = s;
     c.key = k;
     c.layout = items[i].layout;
@@ -2355,8 +2637,14 @@ static void net_start(fetch_op *op) {
         group_close(op, g);
         continue;
       }
-      release_phase(op, g);
     }
+  for (size_t s = 0; s < f->nsrc; s++) {
+    /* the likeliest key first: the format the source answered with last */
+    op->first_key[s] = op->nkeys == 2 && f->src[s].hit_format != ST_FORMAT_UNKNOWN &&
+                       op->keys[1].format == f->src[s].hit_format;
+    if (op->groups[s][0].open || op->groups[s][1].open)
+      source_advance(op, (int)s);
+  }
   pthread_mutex_unlock(&f->mu);
   if (f->multi)
     curl_multi_wakeup(f->multi);

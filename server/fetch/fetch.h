@@ -108,6 +108,11 @@ void fetch_close(fetcher *f);
 void fetch_set_disk_budget(fetcher *f, uint64_t bytes);
 /* Bytes the temporary files of this fetcher hold now. */
 uint64_t fetch_tmp_bytes(const fetcher *f);
+/* Of those, the bytes of files that have proved to be what they claim: whole
+ * files, and transfers whose first bytes parsed as their key's format (the
+ * MSF superblock with its size, a Portable PDB's metadata root, a PE's MZ, a
+ * cabinet's header with its size).  The cache evicts only for these. */
+uint64_t fetch_tmp_proved_bytes(const fetcher *f);
 
 /* --- one lookup ------------------------------------------------------------ */
 
@@ -130,6 +135,12 @@ typedef struct {
   st_format format;      /* the key it was found under */
 } fetch_result;
 
+/* The lane of the op's probes in every source's queue (0, the default: the
+ * common lane).  Lanes are served round-robin, so the lookups of one owner
+ * (the engine: one request) wait behind each other, not behind another's.
+ * Before the first fetch_op_step. */
+void fetch_op_set_lane(fetch_op *op, uint64_t id);
+
 /* Advances the lookup on the calling thread: the folder sources (first call),
  * then the downloads the network thread finished (unpacked and verified here).
  * Returns FETCH_FOUND (res filled), FETCH_NOT_FOUND, FETCH_ERROR (diag says
@@ -143,9 +154,12 @@ fetch_status fetch_op_step(fetch_op *op, fetch_verify_fn verify, void *ctx, fetc
  * After it, wake is never called. */
 void fetch_op_free(fetch_op *op);
 
-/* After FETCH_ERROR: when a transfer failed because the disk budget was used
- * up, the bytes it needed (its declared length, or a guess), else 0.  The
- * caller may make room (evict) and look the module up again. */
+/* After FETCH_ERROR: when a transfer that had proved itself (see
+ * fetch_tmp_proved_bytes) failed because the disk budget was used up, the
+ * bytes it needed (the size its format states, its declared length, or
+ * twice what came), else 0 (also for a transfer that had not proved itself:
+ * nothing is to be evicted for it).  The caller may make room (evict) and
+ * look the module up again. */
 uint64_t fetch_op_room_needed(fetch_op *op);
 
 /* --- synchronous lookups (the CLI) ------------------------------------------ */

@@ -690,7 +690,6 @@ static void dedupe_modules(req_module *mods, size_t n) {
  * be answered from memory at once (engine_resolve_hot), else false with
  * nothing pinned, and the request goes to a worker. */
 static bool resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadline, bool hot_only) {
-  uint64_t now = engine_now_ms();
   dedupe_modules(mods, n);
   if (hot_only) {
     for (size_t i = 0; i < n; i++) {
@@ -711,25 +710,41 @@ static bool resolve_modules(api *a, req_module *mods, size_t n, uint64_t deadlin
         mt_cache(true);
     return true;
   }
+  /* every module at once, within the request's share of the download queue
+   * (engine.h): the cache first, then the jobs, waited for together */
+  size_t nw = 0;
+  for (size_t i = 0; i < n; i++)
+    nw += !(mods[i].skip || mods[i].g->invalid || mods[i].same != i);
+  engine_want *w = calloc(nw ? nw : 1, sizeof *w);
+  engine_share *sh = engine_share_new(a->eng);
+  size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     if (mods[i].skip || mods[i].g->invalid || mods[i].same != i)
       continue;
-    engine_resolve(a->eng, &mods[i].g->id, now ? now : 1, &mods[i].h);
+    if (w) {
+      w[k].m = &mods[i].g->id;
+      w[k].out = &mods[i].h;
+      k++;
+    } else { /* out of memory for the list: one at a time */
+      engine_resolve_in(a->eng, sh, &mods[i].g->id, deadline, &mods[i].h);
+    }
     mods[i].resolved = true;
+  }
+  if (w)
+    engine_resolve_many(a->eng, sh, w, k, deadline);
+  free(w);
+  for (size_t i = 0; i < n; i++) {
+    if (!mods[i].resolved)
+      continue;
+    /* found without the image's names, the image coming: wait for it */
+    if (mods[i].h.names_pending && engine_now_ms() < deadline) {
+      engine_release(a->eng, &mods[i].h);
+      engine_resolve_in(a->eng, sh, &mods[i].g->id, deadline, &mods[i].h);
+      mods[i].h.from_cache = false; /* this request waited for a fetch */
+    }
     mt_cache(mods[i].h.from_cache);
   }
-  for (size_t i = 0; i < n; i++) {
-    /* still fetching; or found without the image's names, the image coming */
-    if (!mods[i].resolved || (mods[i].h.status != MOD_PENDING && !mods[i].h.names_pending))
-      continue;
-    if (engine_now_ms() >= deadline)
-      break;
-    engine_release(a->eng, &mods[i].h);
-    engine_resolve(a->eng, &mods[i].g->id, deadline, &mods[i].h);
-    /* this request waited for a fetch: not an answer from the cache, even if
-     * the engine read the fresh module back from it */
-    mods[i].h.from_cache = false;
-  }
+  engine_share_end(a->eng, sh);
   return true;
 }
 
@@ -1326,8 +1341,13 @@ static void handle(api *a, api_route_id route, const char *path, const char *que
     return;
   }
   case RT_READY: {
+    char unwritable[200];
     const char *why = "the cache database is not open";
     bool ok = !a->draining && engine_ready(a->eng);
+    if (ok && !engine_writable(a->eng, unwritable, sizeof unwritable)) {
+      ok = false; /* every download and store would fail */
+      why = unwritable;
+    }
     jsonw w;
     jsonw_init(&w, 128, 0);
     jsonw_obj(&w);

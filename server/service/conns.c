@@ -6,15 +6,28 @@
  * forward), the table's and its address's; every one in CONN_WRITE on the
  * table's write list.  The oldest reader, the one eviction takes and the next
  * to reach its read deadline, is therefore a list head, and the sweeper only
- * ever looks at list heads - but for the stream list (connections in
- * CONN_STREAM, each with its own credit), which it walks whole: it holds only
- * admitted requests, a handful (max_trace_jobs).  Addresses are kept in a small hash table of
- * slots that count their live connections.
+ * ever looks at list heads - but for the timed list (connections in
+ * CONN_STREAM, each with its own window and longest time, and in
+ * CONN_LINGER, each with its own end), which it walks whole: it holds only
+ * admitted trace uploads (max_trace_jobs) and the few connections answered
+ * early in the last CONNS_LINGER_MS.  Addresses are kept in a small hash
+ * table of slots that count their live connections.
+ *
+ * A streaming connection's window is a ring of per-second byte counts, one
+ * per second of stream_window_ms (allocated when it enters CONN_STREAM):
+ *
+ *     win[sec % nwin] += bytes received in second sec (sec = now_ms / 1000)
+ *     sum(win) over the last nwin seconds >= stream_rate * stream_window_ms / 1000
+ *
+ * checked by the sweeper once the window has run whole since the stream
+ * began or resumed.
  */
 #include "conns.h"
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +39,8 @@
 typedef struct ip_slot {
   unsigned char addr[16]; /* IPv6, IPv4 as ::ffff:a.b.c.d */
   unsigned live;          /* connections not shut down */
-  unsigned refs;          /* entries pointing here, shut down or not */
+  unsigned refs;          /* entries pointing here, shut down or not, and conns_client holders */
+  rm_client client;       /* the address's share of the request budget and slots */
   conn_entry *rhead, *rtail;
   struct ip_slot *next;
 } ip_slot;
@@ -36,7 +50,13 @@ struct conn_entry {
   conn_phase phase;
   bool dead; /* shut down by us; stays registered until conns_remove */
   uint64_t since_ms;
-  uint64_t credit_ms; /* CONN_STREAM: added to the read deadline */
+  uint64_t due_ms;    /* CONN_STREAM: its longest time (0: none); CONN_LINGER: its end */
+  /* CONN_STREAM: the window (NULL: no rate asked) */
+  uint64_t *win;
+  unsigned nwin;      /* seconds */
+  uint64_t win_sec;   /* the second the newest count is for */
+  uint64_t win_start_ms; /* the window began (stream start, or resume) */
+  bool paused;
   ip_slot *ip;
   conn_entry *prev, *next;   /* read or write list of the table */
   conn_entry *iprev, *inext; /* read list of the address */
@@ -135,14 +155,17 @@ static void unlink_phase(conns *t, conn_entry *e) {
     else
       t->wtail = e->prev;
     t->st.writing--;
-  } else if (e->phase == CONN_STREAM) {
+  } else if (e->phase == CONN_STREAM || e->phase == CONN_LINGER) {
     if (e->prev)
       e->prev->next = e->next;
     else
       t->shead = e->next;
     if (e->next)
       e->next->prev = e->prev;
-    t->st.streaming--;
+    if (e->phase == CONN_STREAM)
+      t->st.streaming--;
+    free(e->win);
+    e->win = NULL;
   } else {
     t->st.busy--;
   }
@@ -158,21 +181,51 @@ static void wake_for(conns *t, uint64_t due_ms) {
     pthread_cond_signal(&t->cv);
 }
 
+/* The window of a streaming connection, advanced to second sec: the counts
+ * of seconds that left it are zeroed. */
+static void win_advance(conn_entry *e, uint64_t sec) {
+  if (sec <= e->win_sec)
+    return;
+  uint64_t n = sec - e->win_sec;
+  if (n > e->nwin)
+    n = e->nwin;
+  for (uint64_t i = 1; i <= n; i++)
+    e->win[(e->win_sec + i) % e->nwin] = 0;
+  e->win_sec = sec;
+}
+
+static void win_restart(conn_entry *e, uint64_t now) {
+  if (!e->win)
+    return;
+  memset(e->win, 0, e->nwin * sizeof *e->win);
+  e->win_sec = now / 1000;
+  e->win_start_ms = now;
+}
+
 static void link_phase(conns *t, conn_entry *e, conn_phase p) {
-  bool keep_since = p == CONN_STREAM && e->phase == CONN_READ;
   e->phase = p;
-  if (!keep_since)
-    e->since_ms = now_ms();
-  if (p == CONN_STREAM) {
-    /* unordered: each has its own credit */
-    e->credit_ms = 0;
+  e->since_ms = now_ms();
+  if (p == CONN_STREAM || p == CONN_LINGER) {
+    /* unordered: each has its own deadline */
     e->prev = NULL;
     e->next = t->shead;
     if (t->shead)
       t->shead->prev = e;
     t->shead = e;
-    t->st.streaming++;
-    wake_for(t, t->cfg.read_timeout_ms ? e->since_ms + t->cfg.read_timeout_ms : 0);
+    e->paused = false;
+    if (p == CONN_LINGER) {
+      e->due_ms = e->since_ms + CONNS_LINGER_MS;
+    } else {
+      t->st.streaming++;
+      e->due_ms = t->cfg.stream_max_ms ? e->since_ms + t->cfg.stream_max_ms : 0;
+      uint64_t w = (t->cfg.stream_window_ms + 999) / 1000;
+      if (t->cfg.stream_rate && w) {
+        e->nwin = (unsigned)(w < CONNS_WINDOW_MAX_S ? w : CONNS_WINDOW_MAX_S);
+        e->win = calloc(e->nwin, sizeof *e->win); /* NULL: no rate asked of it */
+        win_restart(e, e->since_ms);
+      }
+    }
+    wake_for(t, e->due_ms);
   } else if (p == CONN_READ) {
     bool was_empty = !t->rhead;
     e->prev = t->rtail;
@@ -246,13 +299,25 @@ static void *sweep_main(void *arg) {
     while (wt && t->whead && t->whead->since_ms + wt <= now)
       kill_locked(t, t->whead, &t->st.write_expired);
     uint64_t next = now + 1000;
-    for (conn_entry *e = t->shead, *n; rt && e; e = n) {
+    for (conn_entry *e = t->shead, *n; e; e = n) {
       n = e->next;
-      uint64_t due = e->since_ms + rt + e->credit_ms;
-      if (due <= now)
-        kill_locked(t, e, &t->st.read_expired);
-      else if (due < next)
-        next = due;
+      if (e->due_ms && e->due_ms <= now) {
+        kill_locked(t, e, e->phase == CONN_STREAM ? &t->st.slow_expired : NULL);
+        continue;
+      }
+      if (e->due_ms && e->due_ms < next)
+        next = e->due_ms;
+      if (e->phase != CONN_STREAM || !e->win || e->paused ||
+          now - e->win_start_ms < t->cfg.stream_window_ms)
+        continue;
+      win_advance(e, now / 1000);
+      uint64_t sum = 0;
+      for (unsigned i = 0; i < e->nwin; i++)
+        sum += e->win[i];
+      /* the last nwin seconds, the current one begun: at least the rate over
+       * the window */
+      if (sum < t->cfg.stream_rate * t->cfg.stream_window_ms / 1000)
+        kill_locked(t, e, &t->st.slow_expired);
     }
     if (rt && t->rhead && t->rhead->since_ms + rt < next)
       next = t->rhead->since_ms + rt;
@@ -375,6 +440,7 @@ void conns_remove(conns *t, conn_entry *e) {
   }
   ip_put(t, e->ip);
   pthread_mutex_unlock(&t->mu);
+  free(e->win);
   free(e);
 }
 
@@ -389,14 +455,64 @@ void conns_set_phase(conns *t, conn_entry *e, conn_phase p) {
   pthread_mutex_unlock(&t->mu);
 }
 
-void conns_stream_credit(conns *t, conn_entry *e, uint64_t credit_ms) {
+void conns_stream_bytes(conns *t, conn_entry *e, uint64_t n) {
   if (!e)
     return;
   pthread_mutex_lock(&t->mu);
-  /* a later deadline only: the sweeper, which may sleep until the earlier
-   * one, looks again then */
-  if (!e->dead && e->phase == CONN_STREAM && credit_ms > e->credit_ms)
-    e->credit_ms = credit_ms;
+  if (!e->dead && e->phase == CONN_STREAM && e->win) {
+    uint64_t sec = now_ms() / 1000;
+    win_advance(e, sec);
+    e->win[sec % e->nwin] += n;
+  }
+  pthread_mutex_unlock(&t->mu);
+}
+
+void conns_stream_pause(conns *t, conn_entry *e, bool paused) {
+  if (!e)
+    return;
+  pthread_mutex_lock(&t->mu);
+  if (!e->dead && e->phase == CONN_STREAM && e->paused != paused) {
+    e->paused = paused;
+    if (!paused)
+      win_restart(e, now_ms());
+  }
+  pthread_mutex_unlock(&t->mu);
+}
+
+bool conns_answer(conns *t, conn_entry *e, const void *data, size_t n) {
+  if (!e)
+    return false;
+  bool sent = false;
+  pthread_mutex_lock(&t->mu);
+  if (!e->dead) {
+    /* the socket's send buffer is empty (nothing was answered on it yet), so
+     * a few hundred bytes go at once; MSG_DONTWAIT all the same */
+    ssize_t w = send(e->fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    sent = w == (ssize_t)n;
+    shutdown(e->fd, SHUT_WR);
+    unlink_phase(t, e);
+    link_phase(t, e, CONN_LINGER);
+    t->st.answered_early++;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return sent;
+}
+
+rm_client *conns_client(conns *t, conn_entry *e) {
+  if (!e)
+    return NULL;
+  pthread_mutex_lock(&t->mu);
+  e->ip->refs++;
+  pthread_mutex_unlock(&t->mu);
+  return &e->ip->client;
+}
+
+void conns_client_put(conns *t, rm_client *c) {
+  if (!c)
+    return;
+  ip_slot *s = (ip_slot *)(void *)((char *)c - offsetof(ip_slot, client));
+  pthread_mutex_lock(&t->mu);
+  ip_put(t, s);
   pthread_mutex_unlock(&t->mu);
 }
 

@@ -12,17 +12,22 @@
  *
  * A request's path through this file:
  *   on_connection(STARTED)  conns_add: phase READ, its read deadline starts
- *   on_request, first call  headers complete: the checks above
- *   on_request, body calls  the body into a buffer charged to the budget
- *   on_request, last call   light route: answered here (phase WRITE);
+ *   on_request, first call  headers complete: the checks above (and a door
+ *                           reservation of RM_DOOR_BYTES for a body)
+ *   on_request, body calls  the body into a buffer charged to the budget as
+ *                           it arrives; refused mid-way: answer_early
+ *   on_request, last call   the max_inflight slot and the grant (body_in);
+ *                           light route: answered here (phase WRITE);
  *                           heavy route: phase BUSY, connection suspended,
  *                           run_request queued on the workers
  *   run_request (worker)    api_handle, then MHD_resume_connection
  *   on_request, resumed     the answer queued (phase WRITE)
  *
  * POST /traces differs: once admitted its connection is in phase STREAM
- * (not evictable; its read deadline grows with the bytes received, at
- * trace_min_rate) and a worker takes the trace job at once (run_trace).  The
+ * (not evictable; at least trace_min_rate over every trace_rate_window, at
+ * most trace_max_time: conns.h) and a worker takes the trace job at once
+ * (run_trace); a job that fails on the bytes it was fed is answered 400 by
+ * its worker at once (trace_refuse, answer_early).  The
  * event loop only copies each body chunk into the request's feed buffer
  * (trace_feed_bytes); the worker feeds the buffered bytes to the job
  * (parsing blocks of up to 16 MiB, a few hundred ms each: never on the event
@@ -90,8 +95,12 @@ typedef struct {
   http_server *srv;
   struct MHD_Connection *c;
   api_route_id route;
-  bool heavy_counted; /* counted in the metrics' in-flight gauge */
-  bool answered;      /* a response was queued */
+  conn_entry *entry;  /* the connection's, in the table (conns.h) */
+  _Atomic bool heavy_counted; /* holds a max_inflight slot (and the metrics' gauge) */
+  _Atomic bool ip_counted;    /* holds one of its address's max_inflight_per_ip */
+  rm_client *client;  /* its address's share (conns_client), NULL: none */
+  bool answered;      /* a response was queued (or written early) */
+  _Atomic bool early; /* answered before its body was read whole (answer_early) */
   bool counted;       /* counted in the metrics' requests by route and code */
   bool too_large;
   bool close_after;   /* the answer closes the connection */
@@ -99,7 +108,6 @@ typedef struct {
   bool dispatched;    /* handed to a worker */
   bool inlined;       /* answered on the event loop (api_handle_hot) */
   _Atomic bool done;  /* the worker's answer is in ar */
-  uint64_t discarded; /* body bytes thrown away after a refusal */
   unsigned status;
   rm_buf body;
   rm_grant grant;     /* the request's share of the memory budget */
@@ -114,12 +122,14 @@ typedef struct {
   long frames, modules;
   /* POST /traces: the body goes straight into a trace job */
   trace_job *job;
-  bool trace_counted, trace_failed;
+  _Atomic bool trace_counted; /* holds a max_trace_jobs slot */
+  bool trace_failed;
   uint64_t trace_bytes;
   ps_diag trace_diag;
   trace_format trace_fmt;
   uint64_t trace_timeout_s; /* ?timeout=, or default_timeout */
   int answer_fd;            /* the answer's file, once run_trace wrote it; -1: none */
+  engine_share *share;      /* the trace's share of the download queue */
   uint64_t answer_size;
   /* the body's bytes on their way from the event loop to the worker: under
    * feed_mu, the loop appends to feed (at most trace_feed_bytes), the
@@ -132,6 +142,8 @@ typedef struct {
   bool feed_eof;            /* the body is all in feed */
   bool feed_abort;          /* the request is over (client gone, refused): stop */
   bool feed_blocked;        /* the connection is suspended until feed has room */
+  bool conn_gone;           /* on_completed ran: the connection may be gone */
+  bool paused;              /* (event loop) suspended for room in feed: no rate asked */
   _Atomic int refs;         /* a trace's request: on_completed and the worker */
 } req_ctx;
 
@@ -142,6 +154,19 @@ static _Atomic long heavy_inflight;
 static _Atomic long trace_jobs;
 static _Atomic uint64_t id_counter;
 static uint64_t id_seed;
+
+/* The request's max_inflight and max_trace_jobs slots given back, once
+ * (from the event loop or a trace's worker). */
+static void release_slots(req_ctx *r) {
+  if (atomic_exchange(&r->trace_counted, false))
+    atomic_fetch_sub(&trace_jobs, 1);
+  if (atomic_exchange(&r->ip_counted, false))
+    atomic_fetch_sub(&r->client->slots, 1);
+  if (atomic_exchange(&r->heavy_counted, false)) {
+    atomic_fetch_sub(&heavy_inflight, 1);
+    mt_inflight_add(-1);
+  }
+}
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -311,6 +336,38 @@ typedef struct {
   char first[32];
 } cl_scan;
 
+/* A Transfer-Encoding other than chunked: libmicrohttpd 0.9.75 then reads
+ * the body until the connection closes and never answers, so the first call
+ * refuses it (501).  (A NUL byte in a header cannot be refused here:
+ * libmicrohttpd measures every name and value with strlen, so the bytes
+ * after it never reach the application - docs/concurrency.md.) */
+typedef struct {
+  bool bad_coding;
+  char coding[64];
+} hdr_scan;
+
+static enum MHD_Result scan_hdr(void *cls, enum MHD_ValueKind kind, const char *key,
+                                size_t key_size, const char *value, size_t value_size) {
+  (void)kind;
+  (void)key_size;
+  hdr_scan *h = cls;
+  if (key && value && !strcasecmp(key, "Transfer-Encoding")) {
+    const char *v = value;
+    size_t n = value_size;
+    while (n && (*v == ' ' || *v == '\t')) {
+      v++;
+      n--;
+    }
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+      n--;
+    if (!(n == 7 && !strncasecmp(v, "chunked", 7))) {
+      h->bad_coding = true;
+      snprintf(h->coding, sizeof h->coding, "%.*s", (int)(n < 40 ? n : 40), v);
+    }
+  }
+  return MHD_YES;
+}
+
 static enum MHD_Result scan_cl(void *cls, enum MHD_ValueKind kind, const char *key,
                                const char *value) {
   (void)kind;
@@ -410,13 +467,116 @@ static enum MHD_Result send_error(http_server *srv, struct MHD_Connection *c, re
   return send_response(srv, c, r, &ar);
 }
 
+static void memory_refusal_text(const http_server *srv, const req_ctx *r, char *msg, size_t cap) {
+  if (r->grant.by_client)
+    snprintf(msg, cap,
+             "the memory budget of this address's requests in flight is taken "
+             "(request_memory_per_ip = %llu)",
+             (unsigned long long)srv->cfg->request_memory_per_ip);
+  else
+    snprintf(msg, cap,
+             "the memory budget of requests in flight is taken (request_memory_max = %llu)",
+             (unsigned long long)srv->cfg->request_memory_max);
+}
+
 static enum MHD_Result send_memory_refusal(http_server *srv, struct MHD_Connection *c,
                                            req_ctx *r) {
-  char msg[160];
-  snprintf(msg, sizeof msg,
-           "the memory budget of requests in flight is taken (request_memory_max = %llu)",
-           (unsigned long long)srv->cfg->request_memory_max);
+  char msg[200];
+  memory_refusal_text(srv, r, msg, sizeof msg);
   return send_error(srv, c, r, 503, msg, NULL);
+}
+
+/* A max_inflight slot, and one of its address's max_inflight_per_ip, for a
+ * request whose body is all in (a trace: at its admission, its body streams
+ * into its job); false (msg says why) when either is taken: the caller
+ * answers 503.  Held until release_slots. */
+static bool take_slot(http_server *srv, req_ctx *r, char *msg, size_t cap) {
+  long now = atomic_fetch_add(&heavy_inflight, 1) + 1;
+  atomic_store(&r->heavy_counted, true);
+  mt_inflight_add(1);
+  if ((uint64_t)now > srv->cfg->max_inflight) {
+    snprintf(msg, cap, "too many requests in flight (max_inflight = %llu)",
+             (unsigned long long)srv->cfg->max_inflight);
+    return false;
+  }
+  if (r->client) {
+    uint32_t mine = atomic_fetch_add(&r->client->slots, 1) + 1;
+    atomic_store(&r->ip_counted, true);
+    if (srv->cfg->max_inflight_per_ip && mine > srv->cfg->max_inflight_per_ip) {
+      snprintf(msg, cap, "too many requests from this address in flight (max_inflight_per_ip = %llu)",
+               (unsigned long long)srv->cfg->max_inflight_per_ip);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* ---- answers before the body is read ------------------------------------------- */
+
+static const char *reason_phrase(unsigned status) {
+  switch (status) {
+  case 400: return "Bad Request";
+  case 403: return "Forbidden";
+  case 413: return "Content Too Large";
+  case 415: return "Unsupported Media Type";
+  case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
+  case 503: return "Service Unavailable";
+  default: return "Error";
+  }
+}
+
+/* Answers the request now, before its body is read whole: libmicrohttpd
+ * (0.9.75) queues a response only before the body or after its last byte,
+ * so a body refused halfway (past its cap, past the memory budget, a trace
+ * whose job failed) would otherwise be read to its end - gigabytes, or as
+ * long as a dripping client likes - before its error goes out.  The answer
+ * (ar: a small JSON error, freed here) is written to the socket whole by
+ * conns_answer, which ends the sending side; the connection then lingers
+ * (CONNS_LINGER_MS, conns.h) while what the client still sends is dropped
+ * (on_request), and libmicrohttpd is never asked to answer it.  On the event
+ * loop, or on a trace's worker under feed_mu while conn_gone is false (the
+ * connection is still the table's). */
+static void answer_early(http_server *srv, req_ctx *r, api_response *ar) {
+  char head[512];
+  int hn = snprintf(head, sizeof head,
+                    "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                    "X-Request-Id: %s\r\nConnection: close\r\n",
+                    ar->status, reason_phrase(ar->status), ar->body ? ar->len : 0, r->request_id);
+  if (hn > 0 && (size_t)hn < sizeof head && ar->retry_after)
+    hn += snprintf(head + hn, sizeof head - (size_t)hn, "Retry-After: %u\r\n", ar->retry_after);
+  if (hn > 0 && (size_t)hn + 2 < sizeof head) {
+    memcpy(head + hn, "\r\n", 2);
+    hn += 2;
+    char *all = malloc((size_t)hn + (ar->body ? ar->len : 0));
+    if (all) {
+      memcpy(all, head, (size_t)hn);
+      if (ar->body)
+        memcpy(all + hn, ar->body, ar->len);
+      conns_answer(srv->ct, r->entry, all, (size_t)hn + (ar->body ? ar->len : 0));
+      free(all);
+    }
+  }
+  r->early = true;
+  r->answered = true;
+  r->status = ar->status;
+  r->frames = ar->frames;
+  r->modules = ar->modules;
+  if (!r->counted) {
+    r->counted = true;
+    mt_request_count(r->route, ar->status);
+  }
+  drop_answer(ar);
+}
+
+static void early_error(http_server *srv, req_ctx *r, unsigned status, const char *msg) {
+  api_response ar;
+  memset(&ar, 0, sizeof ar);
+  ar.frames = ar.modules = -1;
+  api_error(&ar, status, msg, NULL);
+  if (status == 503)
+    ar.retry_after = (unsigned)srv->cfg->retry_after;
+  answer_early(srv, r, &ar);
 }
 
 /* ---- the worker side ---------------------------------------------------------- */
@@ -450,6 +610,7 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
     o.code_budget = (size_t)srv->cfg->trace_code_budget;
     o.spill_dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : NULL;
     o.name = "trace.nettrace";
+    o.share = r->share;
     ps_diag_clear(&r->trace_diag);
     if (trace_job_open(&o, &r->job, &r->trace_diag) != PS_E_OK) {
       r->trace_failed = true;
@@ -460,12 +621,40 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
     r->trace_failed = true;
 }
 
-/* On a worker, once the body is in: the modules resolved (waiting up to the
- * request's timeout), every frame named, the answer written to an unlinked
- * file (r->answer_fd) - or an error in r->ar. */
+/* The trace's job failed on bytes it was fed (not a trace, a damaged one,
+ * past its budgets): the rest of the body cannot change that, so the
+ * request is answered now, 400 (500 for a local failure), its slots are
+ * given back at once, and its connection is closed after a short linger
+ * (answer_early) - not read to its end, however long the client goes on
+ * sending. */
+static void trace_refuse(http_server *srv, req_ctx *r) {
+  char msg[320];
+  api_response ar;
+  memset(&ar, 0, sizeof ar);
+  ar.frames = ar.modules = -1;
+  unsigned status = r->trace_diag.code == PS_E_IO || r->trace_diag.code == PS_E_NOMEM ? 500 : 400;
+  ps_diag_format(&r->trace_diag, msg, sizeof msg);
+  api_error(&ar, status, msg, NULL);
+  release_slots(r);
+  pthread_mutex_lock(&r->feed_mu);
+  bool resume = r->feed_blocked;
+  r->feed_blocked = false;
+  r->feed_abort = true;
+  if (!r->conn_gone && !r->answered)
+    answer_early(srv, r, &ar);
+  else
+    drop_answer(&ar);
+  pthread_mutex_unlock(&r->feed_mu);
+  if (resume) { /* it reads (and drops) the rest until the linger ends */
+    MHD_resume_connection(r->c);
+    atomic_fetch_sub(&srv->suspended, 1);
+  }
+}
+
 /* The worker's half of the feed: the buffered body bytes into the job as
  * they come, the connection resumed when it waited for room; true once the
- * body is all in, false when the request is over without it (feed_abort). */
+ * body is all in, false when the request is over without it (feed_abort, or
+ * the job failed and the request was answered: trace_refuse). */
 static bool feed_all(http_server *srv, req_ctx *r) {
   for (;;) {
     pthread_mutex_lock(&r->feed_mu);
@@ -499,6 +688,10 @@ static bool feed_all(http_server *srv, req_ctx *r) {
     pthread_mutex_lock(&r->feed_mu);
     r->feed_spare = p; /* empty now, for the next swap */
     pthread_mutex_unlock(&r->feed_mu);
+    if (r->trace_failed && !eof) {
+      trace_refuse(srv, r);
+      return false;
+    }
     if (eof && !n)
       return true;
   }
@@ -599,10 +792,8 @@ static void run_job(void *arg) {
      * has read its answer may send the next trace at once */
     trace_job_close(r->job);
     r->job = NULL;
-    if (r->trace_counted) {
-      r->trace_counted = false;
+    if (atomic_exchange(&r->trace_counted, false))
       atomic_fetch_sub(&trace_jobs, 1);
-    }
   }
   atomic_store(&r->done, true);
   struct MHD_Connection *c = r->c;
@@ -658,7 +849,7 @@ static enum MHD_Result send_too_large(http_server *srv, struct MHD_Connection *c
  * the connection's phase while its body streams in. */
 static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, req_ctx *r) {
   long now = atomic_fetch_add(&trace_jobs, 1) + 1;
-  r->trace_counted = true;
+  atomic_store(&r->trace_counted, true);
   if ((uint64_t)now > srv->cfg->max_trace_jobs) {
     char msg[128];
     snprintf(msg, sizeof msg, "too many traces in flight (max_trace_jobs = %llu)",
@@ -681,6 +872,7 @@ static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, r
     if (*t && !*end && v <= srv->cfg->max_timeout)
       r->trace_timeout_s = v;
   }
+  r->share = engine_share_new(srv->a->eng); /* NULL: none */
   /* the worker that feeds the body to the job, from now on */
   r->feed = malloc((size_t)srv->cfg->trace_feed_bytes);
   r->feed_spare = malloc((size_t)srv->cfg->trace_feed_bytes);
@@ -697,35 +889,38 @@ static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, r
     r->close_after = true;
     return send_error(srv, c, r, 503, "the request workers' queue is full", NULL);
   }
-  /* a long body is fine, a dripping one is not: past read_timeout, the body
-   * must keep arriving at trace_min_rate (trace_credit) */
-  conns_set_phase(srv->ct, entry_of(c), CONN_STREAM);
+  /* a long body is fine, a dripping one is not: it must keep arriving at
+   * trace_min_rate over every trace_rate_window, and it may take
+   * trace_max_time in all (conns.h, CONN_STREAM) */
+  conns_set_phase(srv->ct, r->entry, CONN_STREAM);
   return MHD_YES;
 }
 
 /* A trace's request is over without its body (client gone, refused): its
- * worker stops waiting for it. */
-static void feed_stop(req_ctx *r) {
+ * worker stops waiting for it.  gone: on_completed, after which the
+ * connection may be closed (the worker no longer writes to it). */
+static void feed_stop(req_ctx *r, bool gone) {
   if (!r->feeding)
     return;
   pthread_mutex_lock(&r->feed_mu);
   r->feed_abort = true;
+  if (gone)
+    r->conn_gone = true;
   pthread_cond_signal(&r->feed_cv);
   pthread_mutex_unlock(&r->feed_mu);
 }
 
-/* The read deadline a /traces body has earned: read_timeout plus the time
- * its bytes so far take at trace_min_rate. */
-static void trace_credit(http_server *srv, struct MHD_Connection *c, const req_ctx *r) {
-  uint64_t rate = srv->cfg->trace_min_rate;
-  if (!rate)
-    return;
-  uint64_t ms = r->trace_bytes / rate * 1000u + r->trace_bytes % rate * 1000u / rate;
-  conns_stream_credit(srv->ct, entry_of(c), ms);
-}
-
 static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, req_ctx *r,
                                   const char *url, const char *method) {
+  hdr_scan hs;
+  memset(&hs, 0, sizeof hs);
+  MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_hdr, &hs);
+  if (hs.bad_coding) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "Transfer-Encoding '%s' is not supported (only chunked)", hs.coding);
+    r->close_after = true;
+    return send_error(srv, c, r, 501, msg, NULL);
+  }
   const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
   if (host && !host_allowed(srv, host)) {
     char msg[200];
@@ -781,32 +976,51 @@ static enum MHD_Result first_call(http_server *srv, struct MHD_Connection *c, re
       return send_too_large(srv, c, r);
     }
   }
-  if (api_route_heavy(r->route)) {
-    long now = atomic_fetch_add(&heavy_inflight, 1) + 1;
-    r->heavy_counted = true;
-    mt_inflight_add(1);
-    if ((uint64_t)now > srv->cfg->max_inflight) {
-      char msg[128];
-      snprintf(msg, sizeof msg, "too many requests in flight (max_inflight = %llu)",
-               (unsigned long long)srv->cfg->max_inflight);
-      if (r->route == RT_TRACES)
-        r->close_after = true; /* a trace's body is not read */
+  if (r->route == RT_TRACES) {
+    /* a trace's job takes its body as it comes: its slots from now on */
+    char msg[160];
+    if (!take_slot(srv, r, msg, sizeof msg)) {
+      r->close_after = true; /* its body is not read */
       return send_error(srv, c, r, 503, msg, NULL);
     }
-  }
-  if (r->route == RT_TRACES)
     return trace_admit(srv, c, r);
+  }
   if (api_route_has_body(r->route) && clen) {
-    /* admitted with a share of the budget for its body, the arrays parsed
-     * from it and its answer (reqmem.h), reserved before a byte is read; the
-     * body's buffer is allocated whole at once */
-    if (!rm_grant_add(&r->grant, clen * RM_GRANT_FACTOR) ||
-        !rm_buf_reserve(&r->body, (size_t)clen)) {
+    /* Nothing is taken from headers alone but a small door reservation
+     * (RM_DOOR_BYTES of the body's buffer): the body's buffer grows as its
+     * bytes come (never past Content-Length), and the request's grant and
+     * max_inflight slot are taken when the body is all in (body_in).  So
+     * connections that send headers declaring large bodies, and nothing
+     * more, hold a few KiB each until read_timeout, not the budget. */
+    r->body.cap = (size_t)clen;
+    if (!rm_buf_reserve(&r->body, (size_t)(clen < RM_DOOR_BYTES ? clen : RM_DOOR_BYTES))) {
       r->out_of_memory = true;
       return send_memory_refusal(srv, c, r);
     }
   }
   return MHD_YES;
+}
+
+/* A request other than a trace is all in: its max_inflight slot, and a grant
+ * of RM_GRANT_FACTOR times its body for the arrays parsed from it and its
+ * answer (reqmem.h), so that the requests admitted can finish when many
+ * arrive together.  MHD_YES when admitted (then answered by the caller), else
+ * the 503 queued. */
+static bool body_in(http_server *srv, struct MHD_Connection *c, req_ctx *r,
+                    enum MHD_Result *refused) {
+  char msg[200];
+  if (!take_slot(srv, r, msg, sizeof msg)) {
+    *refused = send_error(srv, c, r, 503, msg, NULL);
+    return false;
+  }
+  if (api_route_has_body(r->route) &&
+      !rm_grant_reach(&r->grant, (uint64_t)r->body.len * RM_GRANT_FACTOR)) {
+    r->out_of_memory = true;
+    rm_buf_free(&r->body);
+    *refused = send_memory_refusal(srv, c, r);
+    return false;
+  }
+  return true;
 }
 
 /* The largest body answered on the event loop: inline_max_bytes, or a
@@ -834,6 +1048,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     atomic_fetch_add(&srv->active, 1);
     r->srv = srv;
     r->c = c;
+    r->entry = entry_of(c);
+    r->client = conns_client(srv->ct, r->entry);
+    r->grant.client = r->client;
     r->route = RT_OTHER; /* until api_route says */
     r->answer_fd = -1;
     r->start_ns = now_ns();
@@ -845,65 +1062,105 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     make_request_id(c, r->request_id, sizeof r->request_id);
     return first_call(srv, c, r, url, method);
   }
-  if (r->answered) {
-    *upload_data_size = 0; /* discard the rest of a refused body */
+  if (r->early) {
+    /* answered before its body was read (answer_early): what still comes
+     * is dropped until the linger ends; a body that does end closes it now
+     * (libmicrohttpd must not answer it a second time) */
+    if (!*upload_data_size)
+      return MHD_NO;
+    *upload_data_size = 0;
     return MHD_YES;
   }
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (r->too_large || r->out_of_memory) {
-      /* a body that keeps coming long after the cap: stop reading it (the
-       * answer can only be sent once the body ends) */
-      r->discarded += n;
-      return r->discarded > body_cap(srv, r) ? MHD_NO : MHD_YES;
-    }
     if (r->route == RT_TRACES) { /* to the worker that feeds the trace job */
       if (r->trace_bytes + n > srv->cfg->max_trace_bytes) {
+        /* refused now, not after the rest of a body of any length */
         r->trace_bytes += n;
-        r->too_large = true;
+        release_slots(r);
+        pthread_mutex_lock(&r->feed_mu);
+        r->feed_abort = true;
+        pthread_cond_signal(&r->feed_cv);
+        if (!r->answered) {
+          char msg[128];
+          snprintf(msg, sizeof msg, "request body larger than max_trace_bytes = %llu",
+                   (unsigned long long)srv->cfg->max_trace_bytes);
+          early_error(srv, r, 413, msg);
+        }
+        pthread_mutex_unlock(&r->feed_mu);
         return MHD_YES;
       }
       pthread_mutex_lock(&r->feed_mu);
+      if (r->feed_abort) {
+        /* the worker answered already (trace_refuse), or stopped: drop it */
+        bool answered = r->answered;
+        pthread_mutex_unlock(&r->feed_mu);
+        if (answered)
+          r->early = true;
+        return MHD_YES;
+      }
       size_t room = (size_t)srv->cfg->trace_feed_bytes - r->feed_len, take = n < room ? n : room;
       memcpy(r->feed + r->feed_len, upload_data, take);
       r->feed_len += take;
       pthread_cond_signal(&r->feed_cv);
       pthread_mutex_unlock(&r->feed_mu);
       r->trace_bytes += take;
-      trace_credit(srv, c, r);
+      conns_stream_bytes(srv->ct, r->entry, take);
+      if (r->paused) { /* resumed by the worker: its window starts again */
+        r->paused = false;
+        conns_stream_pause(srv->ct, r->entry, false);
+      }
       if (take < n) {
         /* full: the rest stays with libmicrohttpd, and the connection sleeps
          * until the worker has taken the buffer (it resumes it: suspended
-         * before feed_blocked is set, so never resumed before) */
+         * before feed_blocked is set, so never resumed before); no rate is
+         * asked of the client meanwhile */
         *upload_data_size = n - take;
+        r->paused = true;
+        conns_stream_pause(srv->ct, r->entry, true);
         atomic_fetch_add(&srv->suspended, 1);
         MHD_suspend_connection(c);
         pthread_mutex_lock(&r->feed_mu);
-        r->feed_blocked = true;
+        bool abort = r->feed_abort;
+        if (!abort)
+          r->feed_blocked = true;
         pthread_cond_signal(&r->feed_cv);
         pthread_mutex_unlock(&r->feed_mu);
+        if (abort) { /* nobody will resume it: at once, and the rest is dropped */
+          MHD_resume_connection(c);
+          atomic_fetch_sub(&srv->suspended, 1);
+        }
       }
       return MHD_YES;
     }
     if (!api_route_has_body(r->route))
       return MHD_YES; /* a GET with a body: ignore it */
     if (!rm_buf_append(&r->body, upload_data, n)) {
-      if (r->body.over_cap)
-        r->too_large = true;
-      else
-        r->out_of_memory = true;
+      /* refused now, not once the rest of the body has come */
+      bool over_cap = r->body.over_cap;
       rm_buf_free(&r->body);
+      if (over_cap) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body larger than max_body_bytes = %llu",
+                 (unsigned long long)srv->cfg->max_body_bytes);
+        early_error(srv, r, 413, msg);
+      } else {
+        char msg[200];
+        memory_refusal_text(srv, r, msg, sizeof msg);
+        early_error(srv, r, 503, msg);
+      }
     }
     return MHD_YES;
   }
   /* the whole request is in */
-  if (r->too_large || r->out_of_memory)
-    feed_stop(r);
-  if (r->too_large)
-    return send_too_large(srv, c, r);
-  if (r->out_of_memory)
-    return send_memory_refusal(srv, c, r);
+  if (r->route == RT_TRACES && r->feeding) {
+    pthread_mutex_lock(&r->feed_mu);
+    bool answered = r->answered;
+    pthread_mutex_unlock(&r->feed_mu);
+    if (answered) /* by the worker, before the body ended */
+      return MHD_NO;
+  }
   if (atomic_load(&r->done)) {
     if (r->answer_fd >= 0)
       return send_trace(srv, c, r);
@@ -911,6 +1168,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   if (r->dispatched)
     return MHD_YES; /* woken before the answer: keep waiting */
+  enum MHD_Result refused;
+  if (!r->feeding && api_route_heavy(r->route) && !atomic_load(&r->heavy_counted) &&
+      !body_in(srv, c, r, &refused))
+    return refused;
   if (r->feeding) {
     /* the trace's worker, feeding it, is told the body is in; it answers */
     r->dispatched = true;
@@ -954,12 +1215,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     return;
   *con_cls = NULL;
   double secs = (double)(now_ns() - r->start_ns) / 1e9;
+  /* a trace's worker still waiting for the body stops, and no longer
+   * writes to the connection (trace_refuse): what it answered is read after */
+  feed_stop(r, true);
   unsigned status = r->answered ? r->status : 0;
-  if (r->heavy_counted) {
-    atomic_fetch_sub(&heavy_inflight, 1);
-    mt_inflight_add(-1);
-  }
-  feed_stop(r); /* a trace's worker still waiting for the body */
+  release_slots(r);
   if (!r->counted)
     mt_request_count(r->route, status);
   mt_request_time(r->route, secs);
@@ -992,14 +1252,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void req_release(http_server *srv, req_ctx *r) {
   if (atomic_fetch_sub(&r->refs, 1) != 1)
     return;
-  if (r->trace_counted)
-    atomic_fetch_sub(&trace_jobs, 1);
+  release_slots(r);
   trace_job_close(r->job);
   if (r->answer_fd >= 0)
     close(r->answer_fd); /* written, never sent */
   rm_buf_free(&r->body);
   drop_answer(&r->ar); /* an answer never queued */
   rm_grant_end(&r->grant);
+  conns_client_put(srv->ct, r->client);
+  engine_share_end(srv->a->eng, r->share);
   free(r->url);
   free(r->fmt);
   if (r->feeding) {
@@ -1192,6 +1453,9 @@ static void http_state(void *ctx, mt_http_state *out) {
   out->memory_max = rm_max();
   out->memory_refused = rm_refused();
   out->memory_kept = rm_kept();
+  out->slow_expired = cs.slow_expired;
+  out->answered_early = cs.answered_early;
+  out->memory_refused_ip = rm_client_refused();
 }
 
 /* A new connection that has sent nothing stays with the kernel for about
@@ -1236,6 +1500,7 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   srv->cfg = cfg;
   id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
   rm_set_max(cfg->request_memory_max);
+  rm_set_client_max(cfg->request_memory_per_ip);
   rm_keep_set_max(cfg->request_memory_keep);
 #ifdef __GLIBC__
   /* Request buffers (bodies, arrays, answers: 100 KiB to MiBs) are mapped
@@ -1269,7 +1534,9 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
     log_end(&l);
   }
   conns_config cc = {srv->max_connections, (unsigned)cfg->max_connections_per_ip,
-                     cfg->read_timeout * 1000u, cfg->write_timeout * 1000u};
+                     cfg->read_timeout * 1000u, cfg->write_timeout * 1000u,
+                     cfg->trace_min_rate, cfg->trace_rate_window * 1000u,
+                     cfg->trace_max_time * 1000u};
   srv->ct = conns_open(&cc);
   /* every heavy request admitted (max_inflight) fits in the queue */
   srv->wp = wp_start((unsigned)cfg->request_workers, (unsigned)cfg->max_inflight, "pdbsym-req");

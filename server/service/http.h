@@ -11,10 +11,12 @@
  *   - request_workers threads: run /symbolicate, /symbolicate/v5 and /modules
  *     (parse, wait for modules, render).  Their connection is suspended
  *     meanwhile (MHD_suspend_connection) and resumed with the answer.  At most
- *     max_inflight such requests are admitted (503 beyond); they queue for a
+ *     max_inflight such requests are admitted (503 beyond; max_inflight_per_ip
+ *     from one address), counted once their body is in; they queue for a
  *     worker in a queue of max_inflight places.
  *   - one sweeper thread (conns.h): closes connections past their absolute
- *     read or write deadline.
+ *     read or write deadline, trace uploads under their rate or past their
+ *     longest time, and connections answered early once their linger ends.
  * Connections: at most max_connections (and max_connections_per_ip); beyond,
  * the oldest connection that holds no complete request is closed to make room
  * (conns.h), so held-open connections cannot keep /health from answering.

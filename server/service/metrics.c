@@ -214,6 +214,18 @@ static void render_http_state(sbuf *b) {
             (unsigned long long)h.memory_used, (unsigned long long)h.memory_peak,
             (unsigned long long)h.memory_max, (unsigned long long)h.memory_refused,
             (unsigned long long)h.memory_kept);
+  sb_printf(b,
+            "# HELP pdbsym_http_stream_closed_total POST /traces bodies closed under trace_min_rate over trace_rate_window, or past trace_max_time.\n"
+            "# TYPE pdbsym_http_stream_closed_total counter\n"
+            "pdbsym_http_stream_closed_total %llu\n"
+            "# HELP pdbsym_http_answered_early_total Requests answered before their body was read whole (a body past its cap or the memory budget, a trace whose job failed), then closed.\n"
+            "# TYPE pdbsym_http_answered_early_total counter\n"
+            "pdbsym_http_answered_early_total %llu\n"
+            "# HELP pdbsym_request_memory_refused_per_ip_total Reservations refused because the client address's requests held request_memory_per_ip (requests answered 503).\n"
+            "# TYPE pdbsym_request_memory_refused_per_ip_total counter\n"
+            "pdbsym_request_memory_refused_per_ip_total %llu\n",
+            (unsigned long long)h.slow_expired, (unsigned long long)h.answered_early,
+            (unsigned long long)h.memory_refused_ip);
 }
 
 char *mt_render(uint64_t cache_bytes, const engine_stats *es) {

@@ -40,6 +40,9 @@ typedef struct {
   unsigned workers, workers_busy, queued;
   uint64_t memory_used, memory_peak, memory_max, memory_refused;
   uint64_t memory_kept; /* of memory_used: blocks kept for reuse */
+  uint64_t slow_expired;   /* trace uploads closed under trace_min_rate or past trace_max_time */
+  uint64_t answered_early; /* requests answered before their body was read whole */
+  uint64_t memory_refused_ip; /* reservations refused for request_memory_per_ip */
 } mt_http_state;
 
 /* The function /metrics asks for that state (NULL: none; the series are then

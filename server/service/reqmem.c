@@ -10,6 +10,31 @@
 
 static _Atomic uint64_t budget_max;
 static _Atomic uint64_t used, peak, refused;
+static _Atomic uint64_t client_max, client_refused;
+
+void rm_set_client_max(uint64_t max_bytes) { atomic_store(&client_max, max_bytes); }
+uint64_t rm_client_max(void) { return atomic_load(&client_max); }
+uint64_t rm_client_refused(void) { return atomic_load(&client_refused); }
+
+/* n more bytes in a client's count, unless that passes its cap */
+static bool client_take(rm_client *c, uint64_t n) {
+  if (!c)
+    return true;
+  uint64_t max = atomic_load(&client_max), cur = atomic_load(&c->bytes);
+  for (;;) {
+    if (n > UINT64_MAX - cur || (max && cur + n > max)) {
+      atomic_fetch_add(&client_refused, 1);
+      return false;
+    }
+    if (atomic_compare_exchange_weak(&c->bytes, &cur, cur + n))
+      return true;
+  }
+}
+
+static void client_give(rm_client *c, uint64_t n) {
+  if (c)
+    atomic_fetch_sub(&c->bytes, n);
+}
 
 void rm_set_max(uint64_t max_bytes) { atomic_store(&budget_max, max_bytes); }
 uint64_t rm_max(void) { return atomic_load(&budget_max); }
@@ -50,14 +75,24 @@ uint64_t rm_refused(void) { return atomic_load(&refused); }
 /* ---- grants ----------------------------------------------------------------- */
 
 bool rm_grant_add(rm_grant *g, uint64_t n) {
-  if (!rm_reserve(n))
+  g->by_client = !client_take(g->client, n);
+  if (g->by_client)
     return false;
+  if (!rm_reserve(n)) {
+    client_give(g->client, n);
+    return false;
+  }
   g->size += n;
   return true;
 }
 
+bool rm_grant_reach(rm_grant *g, uint64_t n) {
+  return n <= g->size || rm_grant_add(g, n - g->size);
+}
+
 void rm_grant_end(rm_grant *g) {
   rm_release(g->size);
+  client_give(g->client, g->size);
   g->size = g->used = 0;
 }
 
@@ -259,9 +294,10 @@ void rm_buf_free(rm_buf *b) {
 char *rm_buf_take(rm_buf *b, size_t *size) {
   char *p = b->p;
   *size = b->size;
-  if (b->grant) { /* the reservation leaves the grant with the block */
+  if (b->grant) { /* the reservation leaves the grant (and its client) with the block */
     b->grant->used -= b->size;
     b->grant->size -= b->size;
+    client_give(b->grant->client, b->size);
   }
   memset(b, 0, sizeof *b);
   return p;

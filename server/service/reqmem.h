@@ -9,11 +9,12 @@
  * of bookkeeping, libmicrohttpd's per-connection pool, thread stacks) are not
  * counted here; they are bounded by the connection and thread limits.
  *
- * A request is admitted with a grant: a share of the budget reserved at the
- * door, sized from its body (RM_GRANT_FACTOR times the body: the body, the
- * arrays parsed from it and its answer fit in that for the usual frame), so
- * that requests already admitted can finish instead of all failing halfway
- * when many arrive at once.  Its buffers draw on the grant first and on the
+ * A request is admitted with a grant: a share of the budget reserved once
+ * its body is in (before, only RM_DOOR_BYTES of the body's buffer, then the
+ * body as it arrives), sized from its body (RM_GRANT_FACTOR times the body:
+ * the body, the arrays parsed from it and its answer fit in that for the
+ * usual frame), so that requests already admitted can finish instead of all
+ * failing halfway when many arrive at once.  Its buffers draw on the grant first and on the
  * budget for what passes it.  A grant is used by one thread at a time.
  *
  * Thread safety: rm_* functions on the budget may be called from any thread
@@ -22,6 +23,7 @@
 #ifndef PDBSYM_REQMEM_H
 #define PDBSYM_REQMEM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +31,10 @@
 /* Grant per byte of body: the answer of a /symbolicate frame with symbols
  * is about 7 times its request text, and the parsed arrays about 1. */
 #define RM_GRANT_FACTOR 8
+
+/* What a request reserves when its headers are in, before any of its body
+ * (fixed): its body's buffer up to this much, the rest as the body comes. */
+#define RM_DOOR_BYTES (16 * 1024)
 
 /* Sets the budget; 0 means no limit (the counts are still kept). */
 void rm_set_max(uint64_t max_bytes);
@@ -43,14 +49,34 @@ uint64_t rm_used(void);    /* bytes reserved now */
 uint64_t rm_peak(void);    /* most bytes reserved at once since start */
 uint64_t rm_refused(void); /* reservations refused since start */
 
-/* A request's share of the budget.  Zero-initialise. */
+/* A client address's share: what the grants of its requests hold together
+ * (at most rm_client_max() bytes), and its requests holding a max_inflight
+ * slot (counted by http.c).  One per address, kept by the connection table
+ * (conns_client). */
+typedef struct {
+  _Atomic uint64_t bytes;
+  _Atomic uint32_t slots;
+} rm_client;
+
+/* Bytes one client address's requests may reserve together
+ * (request_memory_per_ip); 0: no cap but the budget. */
+void rm_set_client_max(uint64_t max_bytes);
+uint64_t rm_client_max(void);
+uint64_t rm_client_refused(void); /* reservations refused for the client's cap */
+
+/* A request's share of the budget.  Zero-initialise (then set client). */
 typedef struct {
   uint64_t size; /* reserved in the budget for this request */
   uint64_t used; /* of which its buffers hold now */
+  rm_client *client; /* borrowed: its address's share, counted too; NULL: none */
+  bool by_client;    /* the last refusal was the client's cap, not the budget */
 } rm_grant;
 
-/* Reserves n more bytes for the request; false when the budget cannot. */
+/* Reserves n more bytes for the request; false when the budget (or its
+ * client's cap) cannot. */
 bool rm_grant_add(rm_grant *g, uint64_t n);
+/* Makes the grant at least n bytes (a no-op when it is); false as above. */
+bool rm_grant_reach(rm_grant *g, uint64_t n);
 /* Gives the whole grant back (its buffers must be gone or handed over). */
 void rm_grant_end(rm_grant *g);
 

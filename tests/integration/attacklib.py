@@ -6,7 +6,9 @@ driven by one selector thread, so 1,200 held connections cost one thread.
   Holder(port, n, kind)   keeps n connections open: "idle" sends nothing,
                           "slow" sends a request line and then one header
                           line every `interval` seconds, never the blank line
-                          that ends the headers.  A connection the server
+                          that ends the headers; "headers" sends `head` (a
+                          whole header block, e.g. one declaring a large
+                          Content-Length) and then nothing.  A connection the server
                           closes is replaced at once (as an attacker would),
                           so n stay open as long as the server lets them.
   Flood(port, rate)       opens `rate` idle connections per second and keeps
@@ -51,9 +53,11 @@ class _Conn:
 
 
 class Holder(threading.Thread):
-    def __init__(self, port, n, kind, interval=5.0, host="127.0.0.1", src=None, path="/health"):
+    def __init__(self, port, n, kind, interval=5.0, host="127.0.0.1", src=None, path="/health",
+                 head=b""):
         super().__init__(daemon=True)
-        assert kind in ("idle", "slow")
+        assert kind in ("idle", "slow", "headers")
+        self.head = head
         self.port, self.n, self.kind, self.interval, self.host = port, n, kind, interval, host
         self.src, self.path = src, path  # src: the client address to connect from (127.0.0.x)
         self.sel = selectors.DefaultSelector()
@@ -127,6 +131,8 @@ class Holder(threading.Thread):
                     if self.kind == "slow":
                         self._send(c, b"GET %s HTTP/1.1\r\n" % self.path.encode())
                         c.next_send = now + self.interval
+                    elif self.kind == "headers":
+                        self._send(c, self.head)
                     continue
                 if ev & selectors.EVENT_READ:
                     try:

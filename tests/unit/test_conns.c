@@ -4,8 +4,9 @@
  * reads the other end, where a shutdown shows as end of file), with made-up
  * client addresses.  Checks eviction order, the per-address limit, refusal
  * when every connection is busy, the absolute read and write deadlines, and
- * the read deadline of a body streaming in (CONN_STREAM), which grows with
- * the credit its owner gives it.
+ * the rate a body streaming in (CONN_STREAM) must keep over a sliding window
+ * (not while paused) and its longest time, and an early answer (conns_answer)
+ * written whole before the connection lingers and is shut down.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,7 +65,7 @@ static void closepair(pair p) {
 }
 
 TEST(evicts_oldest_reader_when_full) {
-  conns_config cfg = {3, 0, 0, 0};
+  conns_config cfg = {3, 0, 0, 0, 0, 0, 0};
   conns *t = conns_open(&cfg);
   CHECK(t != NULL);
   pair p[5];
@@ -100,7 +101,7 @@ TEST(evicts_oldest_reader_when_full) {
 }
 
 TEST(refuses_when_every_connection_is_busy) {
-  conns_config cfg = {2, 0, 0, 0};
+  conns_config cfg = {2, 0, 0, 0, 0, 0, 0};
   conns *t = conns_open(&cfg);
   pair a = mkpair(), b = mkpair(), c = mkpair();
   conn_entry *ea = add(t, a, "10.0.0.1"), *eb = add(t, b, "10.0.0.2");
@@ -129,7 +130,7 @@ TEST(refuses_when_every_connection_is_busy) {
 }
 
 TEST(per_address_limit_takes_that_address_oldest) {
-  conns_config cfg = {100, 2, 0, 0};
+  conns_config cfg = {100, 2, 0, 0, 0, 0, 0};
   conns *t = conns_open(&cfg);
   pair x1 = mkpair(), x2 = mkpair(), y1 = mkpair(), x3 = mkpair();
   conn_entry *e1 = add(t, x1, "192.0.2.1");
@@ -161,7 +162,7 @@ TEST(per_address_limit_takes_that_address_oldest) {
 }
 
 TEST(read_deadline_is_absolute) {
-  conns_config cfg = {10, 0, 300, 0};
+  conns_config cfg = {10, 0, 300, 0, 0, 0, 0};
   conns *t = conns_open(&cfg);
   pair drip = mkpair(), busy = mkpair();
   conn_entry *ed = add(t, drip, "127.0.0.1"), *eb = add(t, busy, "127.0.0.1");
@@ -192,7 +193,7 @@ TEST(read_deadline_is_absolute) {
 }
 
 TEST(write_deadline) {
-  conns_config cfg = {10, 0, 0, 200};
+  conns_config cfg = {10, 0, 0, 200, 0, 0, 0};
   conns *t = conns_open(&cfg);
   pair w = mkpair(), r = mkpair();
   conn_entry *ew = add(t, w, "127.0.0.1"), *er = add(t, r, "127.0.0.1");
@@ -212,7 +213,7 @@ TEST(write_deadline) {
 }
 
 TEST(passes_over_a_request_not_read_yet) {
-  conns_config cfg = {3, 0, 0, 0};
+  conns_config cfg = {3, 0, 0, 0, 0, 0, 0};
   conns *t = conns_open(&cfg);
   pair p[4];
   conn_entry *e[4];
@@ -233,15 +234,13 @@ TEST(passes_over_a_request_not_read_yet) {
     closepair(p[i]);
 }
 
-TEST(stream_deadline_grows_with_credit) {
-  conns_config cfg = {2, 0, 300, 0};
+TEST(stream_rate_over_a_sliding_window) {
+  /* at least 1000 bytes/s over every 2 s window, at most 6 s in all */
+  conns_config cfg = {2, 0, 300, 0, 1000, 2000, 20000};
   conns *t = conns_open(&cfg);
   pair s = mkpair(), r = mkpair(), n = mkpair();
   conn_entry *es = add(t, s, "127.0.0.1"), *er = add(t, r, "127.0.0.1");
-  /* a long body streaming in: its deadline is read_timeout + its credit */
   conns_set_phase(t, es, CONN_STREAM);
-  conns_stream_credit(t, es, 700);
-  conns_stream_credit(t, es, 100); /* a smaller credit is ignored */
   conns_stats st;
   conns_get_stats(t, &st);
   CHECK_EQ_U(st.streaming, 1);
@@ -249,13 +248,19 @@ TEST(stream_deadline_grows_with_credit) {
   conn_entry *en = add(t, n, "127.0.0.1");
   CHECK(shut(r));
   CHECK(!shut(s) && !shut(n));
-  sleep_ms(600); /* past read_timeout, within the credit */
-  CHECK(!shut(s));
-  sleep_ms(900); /* past read_timeout + credit (1000 ms) */
+  /* past read_timeout: a stream has no read deadline; 1500 bytes every
+   * 0.5 s is three times the rate, for 4 s (twice the window) */
+  for (int i = 0; i < 8; i++) {
+    conns_stream_bytes(t, es, 1500);
+    sleep_ms(500);
+    CHECK(!shut(s));
+  }
+  /* then nothing: cut within a window (and the sweeper's second) */
+  sleep_ms(3200);
   CHECK(shut(s));
   conns_get_stats(t, &st);
   CHECK_EQ_U(st.streaming, 0);
-  CHECK(st.read_expired >= 1);
+  CHECK(st.slow_expired >= 1);
   conns_remove(t, es);
   conns_remove(t, er);
   conns_remove(t, en);
@@ -265,6 +270,57 @@ TEST(stream_deadline_grows_with_credit) {
   closepair(n);
 }
 
+TEST(stream_paused_is_not_asked_a_rate_and_ends_at_its_longest_time) {
+  conns_config cfg = {4, 0, 300, 0, 1000, 1000, 3000};
+  conns *t = conns_open(&cfg);
+  pair s = mkpair();
+  conn_entry *es = add(t, s, "127.0.0.1");
+  conns_set_phase(t, es, CONN_STREAM);
+  conns_stream_pause(t, es, true); /* the server is behind, not the client */
+  sleep_ms(2200);
+  CHECK(!shut(s));
+  conns_stream_pause(t, es, false); /* the window starts again now */
+  conns_stream_bytes(t, es, 5000);
+  sleep_ms(600);
+  CHECK(!shut(s));
+  /* steady, but past its longest time (3 s) */
+  conns_stream_bytes(t, es, 5000);
+  sleep_ms(500);
+  conns_stream_bytes(t, es, 5000);
+  sleep_ms(900);
+  CHECK(shut(s));
+  conns_remove(t, es);
+  conns_close(t);
+  closepair(s);
+}
+
+TEST(an_early_answer_is_sent_then_lingers) {
+  conns_config cfg = {4, 0, 10000, 0, 0, 0, 0};
+  conns *t = conns_open(&cfg);
+  pair s = mkpair();
+  conn_entry *es = add(t, s, "127.0.0.1");
+  static const char ans[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+  CHECK(conns_answer(t, es, ans, sizeof ans - 1));
+  char buf[128];
+  ssize_t got = recv(s.peer, buf, sizeof buf, 0);
+  CHECK_EQ_U((unsigned)got, (unsigned)(sizeof ans - 1));
+  CHECK(got > 0 && !memcmp(buf, ans, sizeof ans - 1));
+  CHECK(shut(s)); /* the sending side ended after it */
+  /* the client may go on sending for CONNS_LINGER_MS: its end is read */
+  CHECK(send(s.peer, "x", 1, MSG_NOSIGNAL) == 1);
+  char c;
+  CHECK(recv(s.mine, &c, 1, 0) == 1);
+  sleep_ms(CONNS_LINGER_MS + 1200);
+  CHECK(recv(s.mine, &c, 1, MSG_DONTWAIT) == 0); /* shut down both ways */
+  conns_stats st;
+  conns_get_stats(t, &st);
+  CHECK_EQ_U((unsigned)st.answered_early, 1);
+  CHECK(!conns_answer(t, es, ans, sizeof ans - 1)); /* once */
+  conns_remove(t, es);
+  conns_close(t);
+  closepair(s);
+}
+
 int main(void) {
   RUN(evicts_oldest_reader_when_full);
   RUN(refuses_when_every_connection_is_busy);
@@ -272,6 +328,8 @@ int main(void) {
   RUN(read_deadline_is_absolute);
   RUN(write_deadline);
   RUN(passes_over_a_request_not_read_yet);
-  RUN(stream_deadline_grows_with_credit);
+  RUN(stream_rate_over_a_sliding_window);
+  RUN(stream_paused_is_not_asked_a_rate_and_ends_at_its_longest_time);
+  RUN(an_early_answer_is_sent_then_lingers);
   return test_summary();
 }

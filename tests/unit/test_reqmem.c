@@ -51,7 +51,7 @@ TEST(budget_bounds_buffers) {
 
 TEST(grants) {
   rm_set_max(100000);
-  rm_grant g = {0, 0};
+  rm_grant g = {0, 0, NULL, false};
   CHECK(rm_grant_add(&g, 40000));
   CHECK_EQ_U(rm_used(), 40000);
   rm_buf a = {0};
@@ -120,7 +120,7 @@ TEST(kept_blocks) {
   CHECK_EQ_U(rm_kept(), size);
   CHECK_EQ_U(rm_used(), size);
   /* the next buffer that large takes it: the same block, the same count */
-  rm_grant g = {0, 0};
+  rm_grant g = {0, 0, NULL, false};
   CHECK(rm_grant_add(&g, 300000));
   rm_buf b = {0};
   b.grant = &g;
@@ -181,9 +181,45 @@ TEST(kept_blocks) {
   rm_set_max(0);
 }
 
+TEST(client_share) {
+  rm_set_max(100000);
+  rm_set_client_max(30000);
+  rm_client a = {0, 0}, b = {0, 0};
+  rm_grant ga = {0, 0, &a, false}, ga2 = {0, 0, &a, false}, gb = {0, 0, &b, false};
+  CHECK(rm_grant_add(&ga, 20000));
+  CHECK(!rm_grant_add(&ga2, 20000)); /* the address's cap, not the budget */
+  CHECK(ga2.by_client);
+  CHECK_EQ_U(rm_used(), 20000);
+  CHECK(rm_grant_add(&ga2, 10000));
+  CHECK_EQ_U(atomic_load(&a.bytes), 30000);
+  CHECK(rm_grant_add(&gb, 30000)); /* another address has its own */
+  CHECK(!rm_grant_add(&gb, 30000)); /* its cap */
+  rm_grant_end(&gb);
+  /* a buffer's block handed over leaves the grant and the address's count */
+  rm_buf buf = {0};
+  buf.grant = &ga;
+  CHECK(rm_buf_append(&buf, "x", 1));
+  size_t size;
+  char *p = rm_buf_take(&buf, &size);
+  CHECK_EQ_U(atomic_load(&a.bytes), 30000 - size);
+  rm_release(size);
+  free(p);
+  rm_grant_reach(&ga, 5000); /* no-op: it is larger */
+  CHECK(rm_grant_reach(&ga2, 10000));
+  CHECK(!rm_grant_reach(&ga2, 40000));
+  rm_grant_end(&ga);
+  rm_grant_end(&ga2);
+  CHECK_EQ_U(atomic_load(&a.bytes), 0);
+  CHECK_EQ_U(atomic_load(&b.bytes), 0);
+  CHECK_EQ_U(rm_used(), 0);
+  CHECK(rm_client_refused() >= 3);
+  rm_set_client_max(0);
+}
+
 int main(void) {
   RUN(budget_bounds_buffers);
   RUN(grants);
   RUN(kept_blocks);
+  RUN(client_share);
   return test_summary();
 }
