@@ -9,7 +9,9 @@
  * record in the spill file:
  *
  *   'D' u32 stack id, u16 n, n x u32 address index   a new interned stack
- *   'S' u32 thread index, u32 stack id, u64 timestamp  a sample
+ *   'S' u32 thread index, u32 stack id, u64 timestamp, u8 state,
+ *       u64 gap (ticks since the thread's previous sample; all ones for
+ *       its first)                                   a sample
  *   'F'                                              the intern table was emptied
  *
  * A stack's 'D' comes before its first 'S'; after an 'F' its id is not used
@@ -20,6 +22,7 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,27 @@ bool trace_format_parse(const char *name, trace_format *out) {
   else
     return false;
   return true;
+}
+
+bool trace_state_parse(const char *name, trace_state *out) {
+  if (!strcmp(name, "all"))
+    *out = TRACE_STATE_ALL;
+  else if (!strcmp(name, "running"))
+    *out = TRACE_STATE_RUNNING;
+  else if (!strcmp(name, "waiting"))
+    *out = TRACE_STATE_WAITING;
+  else
+    return false;
+  return true;
+}
+
+const char *trace_state_name(trace_state s) {
+  switch (s) {
+  case TRACE_STATE_ALL: return "all";
+  case TRACE_STATE_RUNNING: return "running";
+  case TRACE_STATE_WAITING: return "waiting";
+  }
+  return "?";
 }
 
 const char *trace_format_name(trace_format f) {
@@ -209,7 +233,9 @@ static bool thread_index(trace_job *j, uint64_t tid, uint32_t *out, ps_diag *d) 
     return ps_diag_set(d, PS_E_LIMIT, "trace", 0, "more than 65536 threads"), false;
   if (!tj_grow(j, (void **)&j->threads, &j->cthreads, j->nthreads + 1, sizeof *j->threads, d))
     return false;
-  j->threads[j->nthreads] = (tj_thread){tid, UINT64_MAX, 0, 0};
+  memset(&j->threads[j->nthreads], 0, sizeof j->threads[j->nthreads]);
+  j->threads[j->nthreads].tid = tid;
+  j->threads[j->nthreads].first_ts = UINT64_MAX;
   *out = (uint32_t)(j->last_thread = j->nthreads++);
   j->stats.threads = j->nthreads;
   return true;
@@ -401,7 +427,67 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
 
 /* ---- events ---- */
 
+/* ---- weights: the gaps between a thread's samples ---- */
+
+uint64_t tj_ticks_ns(const trace_job *j, uint64_t ticks) {
+  if (!j->qpc_freq || j->qpc_freq == 1000000000u)
+    return ticks;
+  double ns = (double)ticks * 1e9 / (double)j->qpc_freq;
+  return ns >= 1.8e19 ? UINT64_MAX : (uint64_t)ns;
+}
+
+static size_t gap_bucket(uint64_t ns) {
+  if (ns < 64)
+    return (size_t)ns;
+  unsigned e = 63u - (unsigned)__builtin_clzll(ns); /* >= 6 */
+  return (size_t)(e - 5) * 64 + (size_t)((ns >> (e - 6)) & 63);
+}
+
+/* the middle of bucket b */
+static uint64_t gap_value(size_t b) {
+  if (b < 64)
+    return b;
+  unsigned e = (unsigned)(b / 64) + 5;
+  uint64_t lo = ((uint64_t)64 + (b % 64)) << (e - 6);
+  return lo + (((uint64_t)1 << (e - 6)) >> 1);
+}
+
+uint64_t tj_interval_ns(const trace_job *j) {
+  if (j->ngaps == 0)
+    return j->sampling_ns ? j->sampling_ns : 1000000;
+  uint64_t half = (j->ngaps + 1) / 2, seen = 0;
+  for (size_t b = 0; b < TJ_GAP_BUCKETS; b++) {
+    seen += j->gaps[b];
+    if (seen >= half)
+      return gap_value(b) ? gap_value(b) : 1;
+  }
+  return j->sampling_ns ? j->sampling_ns : 1000000;
+}
+
+bool tj_keeps(const trace_job *j, uint8_t st) {
+  switch (j->opt.state) {
+  case TRACE_STATE_RUNNING: return st == TJ_RUNNING;
+  case TRACE_STATE_WAITING: return st == TJ_WAITING;
+  default: return true;
+  }
+}
+
+/* The sampler's type (Microsoft-DotNETCore-SampleProfiler's ThreadSample,
+ * dotnet/runtime src/native/eventpipe/ep-sample-profiler.h): 1 external
+ * (the thread was in native code: a wait, a blocking call, native work),
+ * 2 managed, 0 an error. */
+static uint8_t sample_state(uint32_t type) {
+  return type == 2 ? TJ_RUNNING : type == 1 ? TJ_WAITING : TJ_OTHER;
+}
+
 static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
+  uint32_t type = 0;
+  ps_err te = nt_decode_sample(ev->payload, ev->payload_len, &type, d);
+  if (te)
+    return te;
+  uint8_t state = sample_state(type);
+  if (state == TJ_OTHER && !j->stats.samples_other)
+    j->unknown_type = type;
   uint32_t t;
   uint64_t tid = ev->thread_id;
   if (j->format == 6) /* a thread index: its OS id when a ThreadBlock gave one */
@@ -418,6 +504,26 @@ static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
   if (ev->timestamp > th->last_ts)
     th->last_ts = ev->timestamp;
   th->samples++;
+  th->by_state[state]++;
+  if (state == TJ_RUNNING)
+    j->stats.samples_running++;
+  else if (state == TJ_WAITING)
+    j->stats.samples_waiting++;
+  else
+    j->stats.samples_other++;
+  /* the time since the thread's previous sample: the sample's weight
+   * before the cap, and one more gap toward the measured interval */
+  uint64_t gap = TJ_GAP_FIRST;
+  if (th->seen) {
+    gap = ev->timestamp >= th->prev_ts ? ev->timestamp - th->prev_ts : 0;
+    uint64_t ns = tj_ticks_ns(j, gap);
+    if (ns > 0) {
+      j->gaps[gap_bucket(ns)]++;
+      j->ngaps++;
+    }
+  }
+  th->prev_ts = ev->timestamp;
+  th->seen = true;
   const tj_wstack *ws = ev->stack_id ? window_find(j, ev->stack_id) : NULL;
   uint32_t n = ws ? ws->n : 0;
   if (n > TJ_MAX_FRAMES)
@@ -431,11 +537,13 @@ static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
   ps_err e = intern(j, j->scratch, n, &id, d);
   if (e)
     return e;
-  uint8_t rec[17];
+  uint8_t rec[26];
   rec[0] = 'S';
   put32(rec + 1, t);
   put32(rec + 5, id);
   put64(rec + 9, ev->timestamp);
+  rec[17] = state;
+  put64(rec + 18, gap);
   j->stats.samples++;
   return spill_put(j, rec, sizeof rec, d);
 }
@@ -531,6 +639,7 @@ static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
     j->qpc_freq = ti.qpc_frequency;
     j->sync_qpc = ti.sync_qpc;
     j->sampling_ns = ti.sampling_rate ? ti.sampling_rate : 1000000;
+    j->stats.nominal_ns = j->sampling_ns;
     j->pid = ti.process_id;
     return PS_E_OK;
   }
@@ -785,7 +894,7 @@ static bool frame_index(trace_job *j, const tj_frame *f, const char *name, const
   uint64_t h = 0xcbf29ce484222325ULL;
   for (const char *p = name; *p; p++)
     h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
-  h = mix64(h ^ f->line ^ ((uint64_t)f->column << 32));
+  h = mix64(h ^ f->line ^ ((uint64_t)f->column << 32) ^ ((uint64_t)f->line_approx << 63));
   for (const char *p = file; *p; p++)
     h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
   if ((j->nframes + 1) * 2 > j->frame_slots_cap) {
@@ -813,6 +922,7 @@ static bool frame_index(trace_job *j, const tj_frame *f, const char *name, const
       break;
     const tj_frame *g = &j->frames[v - 1];
     if (g->hash == h && g->line == f->line && g->column == f->column &&
+        g->line_approx == f->line_approx &&
         !strcmp(tj_str(j, g->name), name) && !strcmp(tj_str(j, g->file), file)) {
       *out = v - 1;
       return true;
@@ -831,6 +941,11 @@ static bool frame_index(trace_job *j, const tj_frame *f, const char *name, const
     return false;
   j->frames[j->nframes] = nf;
   j->frame_slots[s] = (uint32_t)j->nframes + 1;
+  if (nf.line) {
+    j->stats.frames_with_line++;
+    if (nf.line_approx)
+      j->stats.frames_line_approx++;
+  }
   *out = (uint32_t)j->nframes++;
   j->stats.frames = j->nframes;
   return true;
@@ -922,14 +1037,73 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
       }
     }
   }
-  if (f.line)
-    j->stats.frames_with_line++;
   uint32_t fi;
   if (!frame_index(j, &f, name, file, function, async, &fi, d))
     return d->code;
   a->frame = fi;
   return PS_E_OK;
 }
+
+/* ---- warnings: a trace recorded without what a profile needs ---- */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void warn(trace_job *j, const char *fmt, ...);
+static void warn(trace_job *j, const char *fmt, ...) {
+  if (j->nwarnings == TJ_MAX_WARNINGS)
+    return;
+  char *w = j->warning_text[j->nwarnings];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w, TJ_WARNING_LEN, fmt, ap);
+  va_end(ap);
+  j->warnings[j->nwarnings++] = w;
+}
+
+static void find_warnings(trace_job *j) {
+  j->nwarnings = 0;
+  j->useless = false;
+  if (j->stats.samples == 0) {
+    warn(j, "the trace has no thread samples (no Microsoft-DotNETCore-SampleProfiler "
+            "events): record it with `dotnet-trace collect`, whose default profiles sample "
+            "every thread, or enable that provider");
+    j->useless = true;
+    return;
+  }
+  size_t jitted = 0, mapped = 0;
+  for (size_t i = 0; i < j->code.nmethods; i++) {
+    const ntc_method *m = &j->code.methods[i];
+    if (m->flags & 0x8) /* MethodFlags: JIT-compiled */
+      jitted++;
+    if (m->map_count)
+      mapped++;
+  }
+  if (j->code.nmethods == 0) {
+    warn(j, "the trace describes no methods (no MethodLoadVerbose events and no rundown), so "
+            "every frame is ?!?: record with the rundown on (`dotnet-trace collect`'s "
+            "default; not `--rundown false`), or with the Jit and Loader keywords from the "
+            "start of the process (DOTNET_EnableEventPipe=1 with DOTNET_EventPipeConfig="
+            "Microsoft-Windows-DotNETRuntime:0x20018:5)");
+    j->useless = true;
+  } else if (jitted && !mapped) {
+    warn(j, "the trace has no IL-to-native maps (keyword JittedMethodILToNativeMap, 0x20000, "
+            "of Microsoft-Windows-DotNETRuntime), so JIT-compiled frames have names but no "
+            "lines: `dotnet-trace collect`'s defaults include them, as does the keyword mask "
+            "0x20018");
+  }
+  if (j->stats.samples_other)
+    warn(j, "%llu of %llu samples have a sampler type pdbsym does not know (%u; 1 is "
+            "external, 2 managed): they count as an unknown state",
+         (unsigned long long)j->stats.samples_other, (unsigned long long)j->stats.samples,
+         j->unknown_type);
+}
+
+const char *trace_job_warning(const trace_job *j, size_t i) {
+  return j->finished && i < j->nwarnings ? j->warnings[i] : NULL;
+}
+
+bool trace_job_useless(const trace_job *j) { return j->finished && j->useless; }
 
 ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lctx,
                         ps_diag *d) {
@@ -959,6 +1133,8 @@ ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lct
   if (fflush(j->spill) != 0)
     return j->failed = true, ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s",
                                          strerror(errno));
+  j->stats.interval_ns = tj_interval_ns(j);
+  find_warnings(j);
   j->finished = true;
   if (j->progress)
     j->progress(j->progress_ctx, &j->stats);
@@ -981,6 +1157,8 @@ ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d) {
   uint32_t *st_n = NULL, *arena = NULL;
   ps_err e = PS_E_OK;
   uint32_t frames[TJ_MAX_FRAMES];
+  uint64_t interval = tj_interval_ns(j);
+  uint64_t cap = interval > UINT64_MAX / TRACE_GAP_CAP ? UINT64_MAX : interval * TRACE_GAP_CAP;
   for (;;) {
     int tag = fgetc(j->spill);
     if (tag == EOF)
@@ -1041,20 +1219,36 @@ ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d) {
       nst++;
       alen += n;
     } else if (tag == 'S') {
-      if (fread(b, 1, 16, j->spill) != 16) {
+      uint8_t r[25];
+      if (fread(r, 1, 25, j->spill) != 25) {
         e = ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: short read");
         break;
       }
-      uint32_t t = get32(b), id = get32(b + 4);
-      uint64_t ts = (uint64_t)get32(b + 8) | (uint64_t)get32(b + 12) << 32;
-      if (id < first_id || id - first_id >= nst) {
+      uint32_t id = get32(r + 4);
+      if (id < first_id || id - first_id >= nst || get32(r) >= j->nthreads ||
+          r[16] >= TJ_NSTATES) {
         e = ps_diag_set(d, PS_E_CORRUPT, "trace", 0, "spill file: sample of unknown stack");
         break;
+      }
+      tj_sample smp;
+      smp.thread = get32(r);
+      smp.ts = (uint64_t)get32(r + 8) | (uint64_t)get32(r + 12) << 32;
+      smp.state = r[16];
+      uint64_t gap = (uint64_t)get32(r + 17) | (uint64_t)get32(r + 21) << 32;
+      if (!tj_keeps(j, smp.state))
+        continue;
+      /* its weight: the gap, capped; a thread's first sample one interval */
+      if (gap == TJ_GAP_FIRST) {
+        smp.weight_ns = interval;
+      } else {
+        smp.weight_ns = tj_ticks_ns(j, gap);
+        if (smp.weight_ns > cap)
+          smp.weight_ns = cap;
       }
       size_t k = id - first_id;
       if (st_n[k])
         memcpy(frames, arena + st_off[k], st_n[k] * sizeof *frames);
-      e = fn(ctx, t, ts, frames, st_n[k]);
+      e = fn(ctx, &smp, frames, st_n[k]);
       if (e)
         break;
     } else {

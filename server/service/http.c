@@ -118,6 +118,8 @@ typedef struct {
   uint64_t trace_bytes;
   ps_diag trace_diag;
   trace_format trace_fmt;
+  trace_state trace_state;  /* ?state= (issue 26): which samples the profile keeps */
+  bool trace_strict;        /* ?strict=true: any warning about the trace is a 422 */
   uint64_t trace_timeout_s; /* ?timeout=, or default_timeout */
   int answer_fd;            /* the answer's file, once run_trace wrote it; -1: none */
   uint64_t answer_size;
@@ -450,6 +452,7 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
     o.code_budget = (size_t)srv->cfg->trace_code_budget;
     o.spill_dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : NULL;
     o.name = "trace.nettrace";
+    o.state = r->trace_state;
     ps_diag_clear(&r->trace_diag);
     if (trace_job_open(&o, &r->job, &r->trace_diag) != PS_E_OK) {
       r->trace_failed = true;
@@ -523,6 +526,14 @@ static void run_trace(req_ctx *r) {
                                                                                         : 400;
     ps_diag_format(&r->trace_diag, msg, sizeof msg);
     api_error(&r->ar, status, msg, NULL);
+    return;
+  }
+  /* a profile that says nothing (no samples, no method named), or with
+   * ?strict=true any warning: 422 naming what the trace lacks */
+  const char *warning = trace_job_warning(r->job, 0);
+  if (warning && (trace_job_useless(r->job) || r->trace_strict)) {
+    snprintf(msg, sizeof msg, "%s%s", trace_job_useless(r->job) ? "" : "strict: ", warning);
+    api_error(&r->ar, 422, msg, NULL);
     return;
   }
   /* the answer goes to an unlinked file, then streams from it */
@@ -671,6 +682,19 @@ static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, r
   if (fmt && !trace_format_parse(fmt, &r->trace_fmt)) {
     r->close_after = true;
     return send_error(srv, c, r, 400, "format must be speedscope, pprof or top", "format");
+  }
+  /* ?state=all|running|waiting, ?strict=true|false (issue 26) */
+  const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
+  r->trace_state = TRACE_STATE_ALL;
+  if (state && !trace_state_parse(state, &r->trace_state)) {
+    r->close_after = true;
+    return send_error(srv, c, r, 400, "state must be all, running or waiting", "state");
+  }
+  const char *strict = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "strict");
+  r->trace_strict = strict && (!strcmp(strict, "true") || !strcmp(strict, "1"));
+  if (strict && !r->trace_strict && strcmp(strict, "false") && strcmp(strict, "0")) {
+    r->close_after = true;
+    return send_error(srv, c, r, 400, "strict must be true or false", "strict");
   }
   /* the modules' downloads wait at most ?timeout= (or default_timeout) seconds */
   r->trace_timeout_s = srv->cfg->default_timeout;

@@ -16,13 +16,31 @@ def jsonl_gz(path):
         return [json.loads(x) for x in f if x.strip()]
 
 
+# the root frame of every pdbsym stack: the thread's state, from the sampler's type
+STATE_FRAMES = {"[running managed code]": "running", "[waiting or in native code]": "waiting",
+                "[unknown sampler state]": "unknown"}
+
+
 def speedscope_samples(doc):
-    """{thread id: [stack innermost first, each frame a dict]}"""
+    """{thread id: [stack innermost first, each frame a dict]}, without the
+    root frame that names the state (speedscope_states has those)."""
     frames = doc["shared"]["frames"]
     out = {}
     for p in doc["profiles"]:
         tid = int(p["name"].split("(")[1].rstrip(")"))
-        out[tid] = [[frames[i] for i in reversed(s)] for s in p["samples"]]
+        out[tid] = [[frames[i] for i in reversed(s[1:])] for s in p["samples"]]
+    return out
+
+
+def speedscope_states(doc):
+    """{thread id: [(state, weight in ms) of each sample]}; the state is the
+    name of the sample's root frame, which must be one of STATE_FRAMES."""
+    frames = doc["shared"]["frames"]
+    out = {}
+    for p in doc["profiles"]:
+        tid = int(p["name"].split("(")[1].rstrip(")"))
+        out[tid] = [(STATE_FRAMES.get(frames[s[0]]["name"], "not a state frame"), w)
+                    for s, w in zip(p["samples"], p["weights"])]
     return out
 
 
@@ -70,3 +88,56 @@ def compare(c, what, doc, tfm):
                         print("  %s thread %d sample %d: %d frames, oracle %d" % (what, tid, i, len(g), len(w)))
     c.eq("%s: samples whose stack differs from TraceLog's" % what, bad, 0)
     return sum(len(v) for v in oracle.values()), nframes, nlines
+
+
+ORACLE_STATE = {"Managed": "running", "External": "waiting", "Error": "unknown"}
+GAP_CAP = 50  # server/engine/trace.h TRACE_GAP_CAP
+
+
+def oracle_weights(tfm):
+    """From TraceEvent's reading of the trace (workload.stacks.jsonl.gz:
+    each sample's thread, time and sampler type): the measured interval (the
+    median gap between two samples of a thread, in ms) and {thread id:
+    [(state, expected weight in ms)]}: the gap since the thread's previous
+    sample, at most GAP_CAP intervals, one interval for its first."""
+    times = collections.defaultdict(list)
+    for s in jsonl_gz(os.path.join(FIX, tfm, "workload.stacks.jsonl.gz")):
+        times[s["thread"]].append((s["time_ms"], ORACLE_STATE.get(s.get("type"), "unknown")))
+    gaps = sorted(b[0] - a[0] for v in times.values() for a, b in zip(v, v[1:]) if b[0] > a[0])
+    interval = gaps[(len(gaps) + 1) // 2 - 1] if gaps else 1.0
+    out = {}
+    for tid, v in times.items():
+        out[tid] = [(st, interval if i == 0 else min(t - v[i - 1][0], GAP_CAP * interval))
+                    for i, (t, st) in enumerate(v)]
+    return interval, out, times
+
+
+def check_weights(c, what, doc, tfm, state="all"):
+    """Each sample's state and weight against TraceEvent's reading; each
+    thread's total against its sampled life (last sample - first + one
+    interval), within 5 %.  state: the --state the document was made with."""
+    interval, want, times = oracle_weights(tfm)
+    got = speedscope_states(doc)
+    keep = {"all": None, "running": "running", "waiting": "waiting"}[state]
+    bad_state = bad_weight = 0
+    worst = 0.0
+    for tid, w in want.items():
+        w = [x for x in w if keep is None or x[0] == keep]
+        g = got.get(tid, [])
+        c.eq("%s: thread %d samples (state %s)" % (what, tid, state), len(g), len(w))
+        for (gs, gw), (ws, ww) in zip(g, w):
+            bad_state += gs != ws
+            if abs(gw - ww) > 0.03 * ww + 0.002:
+                bad_weight += 1
+                if bad_weight <= 3:
+                    print("  %s thread %d: weight %.4f ms, oracle %.4f ms" % (what, tid, gw, ww))
+        if keep is None and g:
+            life = times[tid][-1][0] - times[tid][0][0] + interval
+            total = sum(x[1] for x in g)
+            worst = max(worst, abs(total - life) / life)
+            c.true("%s: thread %d total %.1f ms within 5%% of its sampled life %.1f ms"
+                   % (what, tid, total, life), abs(total - life) <= 0.05 * life)
+    c.eq("%s: samples whose state is not the sampler's type (TraceEvent)" % what, bad_state, 0)
+    c.eq("%s: samples whose weight is not the time since the thread's previous one" % what,
+         bad_weight, 0)
+    return interval, worst
