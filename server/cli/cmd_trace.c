@@ -49,7 +49,10 @@ static void trace_usage(FILE *out) {
           "                        managed code) or waiting (waiting or in native code)\n"
           "  --strict              exit 3 on any warning about the trace (what it\n"
           "                        lacks for a useful profile)\n"
-          "  --pdb-dir DIR         look for PDBs (NAME.pdb) and assemblies here first;\n"
+          "  --pdb-dir DIR         look for PDBs (NAME.pdb) and assemblies here first\n"
+          "                        (a ReadyToRun assembly's own maps give its\n"
+          "                        precompiled frames their IL offsets; else the\n"
+          "                        assembly at the path the trace names is read);\n"
           "                        may be given up to %d times\n"
           "  --stack-budget N      bytes of interned stacks kept in memory before they\n"
           "                        are spilled to disk (default: the trace_stack_budget\n"
@@ -177,7 +180,8 @@ static int write_stats(const char *path, const trace_stats *s, const trace_optio
           "\"peak_stack_bytes\":%llu,\"peak_window_bytes\":%llu,\"peak_code_bytes\":%llu,"
           "\"peak_read_bytes\":%llu,\"stack_budget\":%llu,\"samples_running\":%llu,"
           "\"samples_waiting\":%llu,\"samples_other\":%llu,\"interval_ns\":%llu,"
-          "\"nominal_ns\":%llu,\"frames_line_approx\":%llu}\n",
+          "\"nominal_ns\":%llu,\"frames_line_approx\":%llu,\"r2r_images\":%llu,"
+          "\"r2r_methods\":%llu}\n",
           U(s->bytes), U(s->blocks), U(s->events), U(s->samples), U(s->threads), U(s->stacks),
           U(s->stack_flushes), U(s->spill_bytes), U(s->addresses), U(s->frames),
           U(s->frames_with_line), U(s->methods), U(s->modules), U(s->modules_needed),
@@ -185,7 +189,7 @@ static int write_stats(const char *path, const trace_stats *s, const trace_optio
           U(s->peak_code_bytes), U(s->peak_read_bytes),
           U(o->stack_budget ? o->stack_budget : TRACE_DEFAULT_STACK_BUDGET),
           U(s->samples_running), U(s->samples_waiting), U(s->samples_other), U(s->interval_ns),
-          U(s->nominal_ns), U(s->frames_line_approx));
+          U(s->nominal_ns), U(s->frames_line_approx), U(s->r2r_images), U(s->r2r_methods));
 #undef U
   return fclose(f) == 0 ? 0 : 1;
 }
@@ -275,6 +279,14 @@ int cmd_trace(int argc, char **argv) {
   if (!opt.code_budget)
     opt.code_budget = (size_t)set.cfg.trace_code_budget;
   ld.quiet = quiet;
+  /* ReadyToRun maps: the images in the --pdb-dir folders, else at the path
+   * the trace names, wherever it is (this machine's own files) */
+  static const char *const any_path[] = {"/"};
+  opt.image_dirs = ld.dirs;
+  opt.nimage_dirs = (size_t)ld.ndirs;
+  opt.image_roots = any_path;
+  opt.nimage_roots = 1;
+  opt.max_image_bytes = set.cfg.trace_image_max_bytes;
   if (!opt.spill_dir && set.cfg.trace_spill_dir[0])
     opt.spill_dir = set.cfg.trace_spill_dir;
   FILE *in = strcmp(file, "-") ? fopen(file, "rb") : stdin;

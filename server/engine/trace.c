@@ -22,14 +22,20 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "filemap.h"
 #include "internal_trace.h"
 #include "nettrace.h"
+#include "il.h"
+#include "pe.h"
+#include "r2r.h"
 
 #define MAX_METADATA 65536
 
@@ -74,6 +80,8 @@ const char *trace_format_name(trace_format f) {
   }
   return "?";
 }
+
+static void close_images(trace_job *j);
 
 /* ---- small helpers ---- */
 
@@ -209,7 +217,7 @@ static bool addr_index(trace_job *j, uint64_t ip, bool leaf, uint32_t *out, ps_d
     return ps_diag_set(d, PS_E_LIMIT, "trace", 0, "too many distinct addresses"), false;
   if (!tj_grow(j, (void **)&j->addrs, &j->caddrs, j->naddrs + 1, sizeof *j->addrs, d))
     return false;
-  j->addrs[j->naddrs] = (tj_addr){ip, leaf, TJ_NONE};
+  j->addrs[j->naddrs] = (tj_addr){ip, leaf, TJ_NONE, TJ_NONE};
   j->addr_slots[h] = (uint32_t)j->naddrs + 1;
   *out = (uint32_t)j->naddrs++;
   j->stats.addresses = j->naddrs;
@@ -532,6 +540,11 @@ static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
     uint64_t ip = nt_stack_ip(j->win + ws->off, i, j->pointer_size);
     if (!addr_index(j, ip, i == 0, &j->scratch[i], d))
       return d->code;
+    /* the callee of a return address, for its honest line: the first seen
+     * (one call instruction: every callee of it is what that call names, or
+     * an implementation of it, whose name is the same) */
+    if (i > 0 && j->addrs[j->scratch[i]].callee == TJ_NONE)
+      j->addrs[j->scratch[i]].callee = j->scratch[i - 1];
   }
   uint32_t id = 0;
   ps_err e = intern(j, j->scratch, n, &id, d);
@@ -823,6 +836,7 @@ void trace_job_close(trace_job *j) {
     return;
   if (j->spill)
     fclose(j->spill);
+  close_images(j);
   for (size_t i = 0; i < j->nmods; i++) {
     if (j->mods[i].local)
       st_free(&j->mods[i].local_st);
@@ -845,6 +859,7 @@ void trace_job_close(trace_job *j) {
   free(j->frames);
   free(j->frame_slots);
   free(j->fstrs);
+  free(j->calls);
   free(j);
 }
 
@@ -998,6 +1013,303 @@ static const symtab *module_symbols(trace_job *j, uint32_t mi, trace_local_fn lo
   return m->st;
 }
 
+/* ---- ReadyToRun code: its maps from its image (r2r.h) ---- */
+
+#define TJ_R2R_MAX_BOUNDS 16384 /* entries of one precompiled method's map */
+
+/* true when the resolved path real lies in folder root */
+static bool under_root(const char *real, const char *root) {
+  size_t n = strlen(root);
+  while (n > 1 && root[n - 1] == '/')
+    n--;
+  if (n == 1 && root[0] == '/')
+    return true;
+  return n > 0 && !strncmp(real, root, n) && (real[n] == '/' || real[n] == '\0');
+}
+
+struct tj_image {
+  filemap fm;
+  pe_layout pe;
+  md_meta md;
+  bool has_md;
+};
+
+/* The image at path mapped into fm, if it is a regular file within the
+ * size cap and the image of module cm (its CodeView GUID is the PDB GUID
+ * the trace names). */
+static bool try_image(trace_job *j, const char *path, const ntc_module *cm, filemap *fm) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    return false;
+  ps_diag d;
+  ps_diag_clear(&d);
+  uint64_t cap = j->opt.max_image_bytes ? j->opt.max_image_bytes : TRACE_DEFAULT_MAX_IMAGE;
+  if (filemap_open(fm, path, cap, &d) != PS_E_OK)
+    return false;
+  static const uint8_t zero[16];
+  if (!cm->has_pdb || !memcmp(cm->pdb_guid, zero, 16))
+    return true; /* nothing to check it by: the runtime functions' starts will */
+  pe_info pi;
+  if (pe_parse(fm->data, fm->len, &pi, &d) == PS_E_OK)
+    for (int k = 0; k < pi.ncodeview; k++)
+      if (!memcmp(pi.codeview[k].guid, cm->pdb_guid, 16))
+        return true;
+  filemap_close(fm);
+  return false;
+}
+
+static bool find_image(trace_job *j, const ntc_module *cm, filemap *fm) {
+  const char *il = ntc_s(&j->code, cm->il_path);
+  const char *name = base_name(il);
+  char path[PATH_MAX + 256];
+  if (*name && strcmp(name, "..") && strcmp(name, "."))
+    for (size_t i = 0; i < j->opt.nimage_dirs; i++) {
+      snprintf(path, sizeof path, "%s/%s", j->opt.image_dirs[i], name);
+      if (try_image(j, path, cm, fm))
+        return true;
+    }
+  char real[PATH_MAX];
+  if (il[0] != '/' || !j->opt.nimage_roots || !realpath(il, real))
+    return false;
+  for (size_t i = 0; i < j->opt.nimage_roots; i++)
+    if (under_root(real, j->opt.image_roots[i]))
+      return try_image(j, real, cm, fm);
+  return false;
+}
+
+/* The PE image of trace module mi (its layout and metadata), found once;
+ * NULL when there is none. */
+static tj_image *module_image(trace_job *j, uint32_t mi) {
+  if (mi >= j->nmods)
+    return NULL;
+  tj_module *m = &j->mods[mi];
+  if (m->image_tried)
+    return m->image;
+  m->image_tried = true;
+  tj_image *img = calloc(1, sizeof *img);
+  if (!img || !find_image(j, &j->code.modules[mi], &img->fm)) {
+    free(img);
+    return NULL;
+  }
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (pe_layout_open(&img->pe, img->fm.data, img->fm.len, &d) != PS_E_OK) {
+    filemap_close(&img->fm);
+    free(img);
+    return NULL;
+  }
+  img->has_md = il_open_metadata(&img->pe, &img->md, &d) == PS_E_OK;
+  m->image = img;
+  return img;
+}
+
+static void close_images(trace_job *j) {
+  for (size_t i = 0; j->mods && i < j->nmods; i++) {
+    if (j->mods[i].image) {
+      filemap_close(&j->mods[i].image->fm);
+      free(j->mods[i].image);
+      j->mods[i].image = NULL;
+    }
+  }
+}
+
+/* a method whose code may be precompiled: not JIT-compiled (MethodFlags
+ * 0x8), a MethodDef, no IL map from the trace */
+static bool r2r_candidate(const ntc_method *m, uint32_t mi) {
+  return m->module == mi && !(m->flags & 0x8) && m->map_count == 0 && (m->token >> 24) == 0x06;
+}
+
+/* The maps of module mi's precompiled methods from the image r.  The image
+ * is loaded at an address the trace does not give: the methods whose
+ * MethodDef entry point the image lists give it (start - RVA, the same for
+ * all), and then each method, generic instantiations too, is the runtime
+ * function that starts at its start. */
+static void r2r_maps(trace_job *j, uint32_t mi, const r2r_image *r, r2r_bound *bounds,
+                     ntc_entry *entries) {
+  uint64_t votes[16] = {0}, counts[16] = {0};
+  size_t nv = 0;
+  for (size_t i = 0; i < j->code.nmethods; i++) {
+    const ntc_method *m = &j->code.methods[i];
+    if (!r2r_candidate(m, mi))
+      continue;
+    uint32_t idx, begin, end;
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (r2r_method_entry(r, m->token & 0xFFFFFF, &idx, &d) != PS_E_OK ||
+        !r2r_function(r, idx, &begin, &end) || m->start < begin)
+      continue;
+    uint64_t base = m->start - begin;
+    size_t k = 0;
+    while (k < nv && votes[k] != base)
+      k++;
+    if (k == nv && nv < 16)
+      votes[nv++] = base;
+    if (k < nv)
+      counts[k]++;
+  }
+  if (!nv)
+    return;
+  size_t best = 0;
+  for (size_t k = 1; k < nv; k++)
+    if (counts[k] > counts[best])
+      best = k;
+  uint64_t base = votes[best];
+  for (size_t i = 0; i < j->code.nmethods; i++) {
+    const ntc_method *m = &j->code.methods[i];
+    if (!r2r_candidate(m, mi) || m->start < base || m->start - base > UINT32_MAX)
+      continue;
+    uint32_t idx, begin, end;
+    if (!r2r_function_at(r, (uint32_t)(m->start - base), &idx) ||
+        !r2r_function(r, idx, &begin, &end))
+      continue;
+    size_t n = 0;
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (r2r_bounds(r, idx, bounds, TJ_R2R_MAX_BOUNDS, &n, &d) != PS_E_OK || n == 0)
+      continue;
+    for (size_t k = 0; k < n; k++)
+      entries[k] = (ntc_entry){bounds[k].native, bounds[k].il};
+    if (!ntc_attach_map(&j->code, i, entries, (uint32_t)n))
+      return; /* the code budget: the job's error at its next check */
+    j->stats.r2r_methods++;
+  }
+}
+
+static void attach_r2r(trace_job *j) {
+  if (!j->opt.nimage_dirs && !j->opt.nimage_roots)
+    return;
+  r2r_image *r = malloc(sizeof *r);
+  r2r_bound *bounds = malloc(TJ_R2R_MAX_BOUNDS * sizeof *bounds);
+  ntc_entry *entries = malloc(TJ_R2R_MAX_BOUNDS * sizeof *entries);
+  for (uint32_t mi = 0; r && bounds && entries && mi < j->code.nmodules; mi++) {
+    bool any = false;
+    for (size_t i = 0; i < j->code.nmethods && !any; i++)
+      any = r2r_candidate(&j->code.methods[i], mi);
+    tj_image *img = any ? module_image(j, mi) : NULL;
+    if (!img)
+      continue;
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (r2r_open(r, img->fm.data, img->fm.len, &d) == PS_E_OK) {
+      j->stats.r2r_images++;
+      r2r_maps(j, mi, r, bounds, entries);
+    }
+  }
+  free(r);
+  free(bounds);
+  free(entries);
+}
+
+/* ---- honest lines ---- */
+
+/* true when the IL offsets [il, il_end) (il_end < 0: to the method's end)
+ * that one map entry stands for hold the start of a statement on another
+ * line than line: the code of the entry may belong to either */
+static bool coarse_entry(const symtab *st, uint32_t token, int32_t il, int32_t il_end,
+                         uint32_t line) {
+  const st_seqpt *pts;
+  size_t n;
+  if (!st_method_points(st, token, &pts, &n))
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    if (pts[i].il <= (uint32_t)il)
+      continue;
+    if (il_end >= 0 && pts[i].il >= (uint32_t)il_end)
+      break;
+    if (pts[i].line != ST_HIDDEN_LINE && pts[i].line != line)
+      return true;
+  }
+  return false;
+}
+
+/* the simple name of a type as a trace's method event spells it (the
+ * "namespace" field: "System.Linq.Enumerable", "Ns.Outer+Inner",
+ * "System.Collections.Generic.List`1[System.Int32]") */
+static void simple_type(const char *full, char *out, size_t cap) {
+  size_t n = strcspn(full, "[");
+  size_t b = 0;
+  for (size_t i = 0; i < n; i++)
+    if (full[i] == '.' || full[i] == '+')
+      b = i + 1;
+  n -= b;
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(out, full + b, n);
+  out[n] = '\0';
+}
+
+/* For a return address a in method m: the IL offset of the call that made
+ * it, from m's IL, when its callee (the frame one in, the same in every
+ * sample) is what one call site, or calls on one line, name.  The calls
+ * within the map entry's IL offsets [il, il_end) come first, then the last
+ * one before il (the JIT's entry may start before the call of the statement
+ * before it), then the first after.  false: no image, no IL, or no call
+ * that names the callee (a delegate, an interface, an inlined chain). */
+static bool call_site(trace_job *j, const tj_addr *a, const ntc_method *m, const symtab *st,
+                      int32_t il, int32_t il_end, uint32_t *call_il) {
+  if (a->leaf || a->callee >= j->naddrs)
+    return false;
+  const tj_addr *c = &j->addrs[a->callee];
+  ntc_answer ca;
+  if (!ntc_lookup(&j->code, c->ip, c->leaf, &ca))
+    return false;
+  tj_image *img = module_image(j, m->module);
+  if (!img || !img->has_md)
+    return false;
+  const uint8_t *code;
+  size_t len, n = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (!j->calls && !(j->calls = malloc(IL_MAX_CALLS * sizeof *j->calls)))
+    return false;
+  if (il_method_code(&img->pe, &img->md, m->token, &code, &len, &d) != PS_E_OK ||
+      il_calls(code, len, j->calls, IL_MAX_CALLS, &n, &d) != PS_E_OK)
+    return false;
+  const ntc_method *cm = ca.method;
+  const char *want = ntc_s(&j->code, cm->name);
+  char want_type[256];
+  simple_type(ntc_s(&j->code, cm->ns), want_type, sizeof want_type);
+  bool same_module = cm->module == m->module;
+  /* in range, before, after: the best candidate of each, and its line */
+  int64_t pick[3] = {-1, -1, -1};
+  uint32_t pick_line[3] = {0, 0, 0};
+  bool mixed[3] = {false, false, false};
+  for (size_t i = 0; i < n; i++) {
+    const char *name, *type, *ns;
+    uint32_t def;
+    if (!il_target(&img->md, j->calls[i].token, &name, &type, &ns, &def))
+      continue;
+    bool match = same_module && def ? def == cm->token
+                                    : !strcmp(name, want) && (!*type || !strcmp(type, want_type));
+    if (!match)
+      continue;
+    st_answer sa;
+    st_lookup_token(st, m->token, j->calls[i].il, &sa);
+    if (sa.status != ST_OK || !sa.nsyms || !sa.syms[0].has_line || sa.syms[0].hidden)
+      continue;
+    uint32_t at = j->calls[i].il, line = sa.syms[0].line;
+    int k = at >= (uint32_t)il && (il_end < 0 || at < (uint32_t)il_end) ? 0
+            : at < (uint32_t)il                                       ? 1
+                                                                      : 2;
+    if (pick[k] < 0 || k == 1) { /* in range and after: the first; before: the last */
+      if (pick[k] >= 0 && pick_line[k] != line && k != 1)
+        mixed[k] = true;
+      pick[k] = at;
+      pick_line[k] = line;
+    } else if (pick_line[k] != line) {
+      mixed[k] = true;
+    }
+  }
+  for (int k = 0; k < 3; k++)
+    if (pick[k] >= 0) {
+      if (mixed[k])
+        return false; /* calls to it on several lines: the map's answer stands */
+      *call_il = (uint32_t)pick[k];
+      return true;
+    }
+  return false;
+}
+
 static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, void *lctx,
                               ps_diag *d) {
   ntc_answer ans;
@@ -1017,11 +1329,20 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
              ntc_s(&j->code, m->name), sig ? sig : "()");
     f.token = m->token;
     f.il = ans.il;
-    if (ans.module && ans.il >= 0 && (m->token >> 24) == 0x06) {
+    /* code the JIT mapped to no IL offset: the nearest mapped entry before
+     * it gives the estimate, marked as one */
+    int32_t il = ans.il;
+    bool approx = false;
+    if (ans.mapping == NTC_MAP_UNMAPPED) {
+      approx = true;
+      if (ans.estimate >= 0)
+        il = ans.estimate;
+    }
+    if (ans.module && il >= 0 && (m->token >> 24) == 0x06) {
       const symtab *st = module_symbols(j, m->module, local, lctx);
       if (st) {
         st_answer sa;
-        st_lookup_token(st, m->token, (uint32_t)ans.il, &sa);
+        st_lookup_token(st, m->token, (uint32_t)il, &sa);
         if (sa.status == ST_OK && sa.nsyms > 0) {
           const st_symbol *s = &sa.syms[0];
           if (s->file && s->has_line) {
@@ -1029,6 +1350,34 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
             f.line = s->line;
             f.column = s->has_column ? s->column : 0;
             f.hidden = s->hidden;
+            /* a map entry that stands for several statements: the line is
+             * the first one's, the code may be another's */
+            if (!approx && coarse_entry(st, m->token, il, ans.il_end, s->line))
+              approx = true;
+            /* a return address: the call its callee names in the IL, when
+             * one line holds it, settles the doubt, or corrects the map's
+             * line (marked, as it is not the map's) */
+            uint32_t call_il;
+            if (call_site(j, a, m, st, il, ans.il_end, &call_il)) {
+              st_answer ca;
+              st_lookup_token(st, m->token, call_il, &ca);
+              const st_symbol *c = &ca.syms[0];
+              if (c->line == s->line) {
+                approx = false;
+              } else {
+                approx = true;
+                f.line = c->line;
+                f.column = c->has_column ? c->column : 0;
+                f.hidden = false;
+                file = c->file ? c->file : file;
+                s = c;
+              }
+            }
+            /* a call from a statement written over several lines: the
+             * line is the statement's first, the call may be on another */
+            if (!a->leaf && s->has_column && s->end_line > s->line)
+              approx = true;
+            f.line_approx = approx;
           }
           snprintf(function, sizeof function, "%s", s->function);
           if (s->async_method)
@@ -1125,11 +1474,22 @@ ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lct
   j->mods = calloc(j->nmods ? j->nmods : 1, sizeof *j->mods);
   if (!j->mods)
     return j->failed = true, ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+  attach_r2r(j);
+  if (j->code.err) {
+    close_images(j);
+    return j->failed = true,
+           ps_diag_set(d, j->code.err, "trace", (size_t)j->stats.bytes,
+                       "the code map needs more than the %zu-byte code budget",
+                       j->opt.code_budget);
+  }
   for (size_t i = 0; i < j->naddrs; i++) {
     err = resolve_address(j, &j->addrs[i], local, lctx, d);
-    if (err)
+    if (err) {
+      close_images(j);
       return j->failed = true, err;
+    }
   }
+  close_images(j); /* the maps and call sites are read: the images are done with */
   if (fflush(j->spill) != 0)
     return j->failed = true, ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s",
                                          strerror(errno));

@@ -48,6 +48,7 @@
 #define TRACE_DEFAULT_CODE_BUDGET ((size_t)256 << 20)   /* code map, addresses, threads, frames */
 #define TRACE_DEFAULT_MAX_BLOCK ((size_t)16 << 20)      /* one block of the file */
 #define TRACE_DEFAULT_TOP 25
+#define TRACE_DEFAULT_MAX_IMAGE ((uint64_t)256 << 20) /* a module's image read for its R2R maps */
 /* A gap between two samples of a thread counts for at most this many
  * measured intervals.  The sampler stalls on a loaded machine (the .NET 9
  * fixture: 25.6 ms at a 1.1 ms interval, every thread at once), and that is
@@ -80,6 +81,18 @@ typedef struct {
   uint64_t resolve_deadline_ms; /* per module, absolute CLOCK_MONOTONIC ms; 0: none */
   int top;               /* rows of the top-N text; 0: default */
   trace_state state;     /* the samples written (default: all) */
+  /* ReadyToRun code (which the trace gives no IL map) gets its maps from its
+   * image's own debug info (r2r.h): the image is looked for in image_dirs
+   * by the module's file name, then at the path the trace's module event
+   * names if it lies under one of image_roots ("/": any path, the CLI's
+   * choice; none: never).  An image is used only when its CodeView GUID is
+   * the PDB GUID the trace names (when it names one); each at most
+   * max_image_bytes (0: TRACE_DEFAULT_MAX_IMAGE). */
+  const char *const *image_dirs;
+  size_t nimage_dirs;
+  const char *const *image_roots;
+  size_t nimage_roots;
+  uint64_t max_image_bytes;
 } trace_options;
 
 typedef struct {
@@ -108,6 +121,8 @@ typedef struct {
   uint64_t interval_ns;     /* the measured sampling interval (0: not yet) */
   uint64_t nominal_ns;      /* the interval the trace's header names */
   uint64_t frames_line_approx; /* of frames_with_line, those whose line is an estimate */
+  uint64_t r2r_images;      /* ReadyToRun images read for their maps */
+  uint64_t r2r_methods;     /* methods given a map from them */
 } trace_stats;
 
 /* A symbol file the caller has for m (a folder named on the command line):

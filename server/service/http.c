@@ -84,7 +84,28 @@ struct http_server {
   bool allow_any_host;
   unsigned nallowed;
   char allowed[MAX_ALLOWED_HOSTS][256];
+  /* trace_images (issue 26): folders a trace job may read module images from */
+  char images_buf[2048];
+  const char *images[32];
+  size_t nimages;
 };
+
+/* trace_images, comma-separated, into srv->images (empty items dropped) */
+static void parse_trace_images(http_server *srv, const char *list) {
+  snprintf(srv->images_buf, sizeof srv->images_buf, "%s", list);
+  srv->nimages = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(srv->images_buf, ",", &save); t && srv->nimages < 32;
+       t = strtok_r(NULL, ",", &save)) {
+    while (*t == ' ')
+      t++;
+    size_t n = strlen(t);
+    while (n && t[n - 1] == ' ')
+      t[--n] = '\0';
+    if (n)
+      srv->images[srv->nimages++] = t;
+  }
+}
 
 typedef struct {
   http_server *srv;
@@ -453,6 +474,13 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
     o.spill_dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : NULL;
     o.name = "trace.nettrace";
     o.state = r->trace_state;
+    /* module images (their ReadyToRun maps, their IL) only from trace_images:
+     * by file name, or at the path the trace names when it lies there */
+    o.image_dirs = srv->images;
+    o.nimage_dirs = srv->nimages;
+    o.image_roots = srv->images;
+    o.nimage_roots = srv->nimages;
+    o.max_image_bytes = srv->cfg->trace_image_max_bytes;
     ps_diag_clear(&r->trace_diag);
     if (trace_job_open(&o, &r->job, &r->trace_diag) != PS_E_OK) {
       r->trace_failed = true;
@@ -1258,6 +1286,7 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   }
   srv->a = a;
   srv->cfg = cfg;
+  parse_trace_images(srv, cfg->trace_images);
   id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
   rm_set_max(cfg->request_memory_max);
   rm_keep_set_max(cfg->request_memory_keep);

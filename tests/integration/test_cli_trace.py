@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 from tracelib import (FIX, STATE_FRAMES, TFMS, check_weights, compare, expected_frame, jsonl_gz,  # noqa: E402
-                      oracle_weights, speedscope_samples, speedscope_states)
+                      oracle_weights, packed, pb_fields, speedscope_samples, speedscope_states)
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(FIX, "net10.0", "workload.nettrace")):
@@ -103,44 +103,6 @@ for tfm in TFMS:
 
 
 # ---- pprof, read back ----------------------------------------------------
-def pb_fields(buf):
-    i = 0
-    while i < len(buf):
-        key, i = varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = varint(buf, i)
-        elif wire == 2:
-            n, i = varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wire == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wire == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % wire)
-        yield field, wire, v
-
-
-def varint(buf, i):
-    v = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
-def packed(v):
-    out, i = [], 0
-    while i < len(v):
-        x, i = varint(v, i)
-        out.append(x)
-    return out
-
-
 d = os.path.join(FIX, "net10.0")
 rc, so, se = trace(["--pdb-dir", d, os.path.join(d, "workload.nettrace"), "--format", "pprof",
                     "-o", sb.path("p.pb.gz")])

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "engine.h"
+#include "il.h"
 #include "nettrace.h"
 #include "ntcode.h"
 #include "trace.h"
@@ -38,6 +39,8 @@ typedef struct {
   uint64_t ip;
   uint8_t leaf;
   uint32_t frame;  /* after finishing */
+  uint32_t callee; /* a return address: the address one frame in, the first
+                    * seen (TJ_NONE: none) */
 } tj_addr;
 
 /* a sample's state, from the sampler's type */
@@ -71,11 +74,15 @@ typedef struct {
 #define TJ_MAX_WARNINGS 8
 #define TJ_WARNING_LEN 400
 
+typedef struct tj_image tj_image; /* a module's PE image, mapped (trace.c) */
+
 typedef struct {
   bool tried, local, pinned;
   const symtab *st;
   symtab local_st;
   mod_handle h;
+  bool image_tried;
+  tj_image *image;  /* NULL: none found; closed at the end of finishing */
 } tj_module;
 
 struct trace_job {
@@ -136,6 +143,7 @@ struct trace_job {
   size_t nwarnings;
   bool useless;
   uint32_t unknown_type; /* the first sampler type neither managed nor external */
+  il_call *calls; /* a caller's call sites (honest lines), IL_MAX_CALLS */
   /* modules (parallel to code.modules) */
   engine *eng;
   tj_module *mods;
