@@ -1341,7 +1341,7 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
     if (ans.module && il >= 0 && (m->token >> 24) == 0x06) {
       const symtab *st = module_symbols(j, m->module, local, lctx);
       if (st) {
-        st_answer sa;
+        st_answer sa, ca; /* s points into one or the other to the end */
         st_lookup_token(st, m->token, (uint32_t)il, &sa);
         if (sa.status == ST_OK && sa.nsyms > 0) {
           const st_symbol *s = &sa.syms[0];
@@ -1359,7 +1359,6 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
              * line (marked, as it is not the map's) */
             uint32_t call_il;
             if (call_site(j, a, m, st, il, ans.il_end, &call_il)) {
-              st_answer ca;
               st_lookup_token(st, m->token, call_il, &ca);
               const st_symbol *c = &ca.syms[0];
               if (c->line == s->line) {

@@ -503,25 +503,32 @@ static ps_err top_sample(void *c, const tj_sample *s, const uint32_t *frames, ui
   return PS_E_OK;
 }
 
-static const uint64_t *sort_key;
+/* a frame and the time it is sorted by: qsort with no global (two top
+ * answers may be written at once, by two request workers) */
+typedef struct {
+  uint64_t key;
+  uint32_t frame;
+} top_row;
+
 static int cmp_desc(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  if (sort_key[x] != sort_key[y])
-    return sort_key[x] > sort_key[y] ? -1 : 1;
-  return x < y ? -1 : x > y;
+  const top_row *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key > y->key ? -1 : 1;
+  return x->frame < y->frame ? -1 : x->frame > y->frame;
 }
 
-static void top_table(trace_job *j, out_t *o, top_ctx *x, uint32_t *order, bool by_incl) {
-  sort_key = by_incl ? x->incl : x->excl;
+static void top_table(trace_job *j, out_t *o, top_ctx *x, top_row *order, bool by_incl) {
+  const uint64_t *key = by_incl ? x->incl : x->excl;
   for (size_t i = 0; i < j->nframes; i++)
-    order[i] = (uint32_t)i;
-  qsort(order, j->nframes, sizeof *order, cmp_desc);
+    order[i] = (top_row){key[i], (uint32_t)i};
+  if (j->nframes > 1)
+    qsort(order, j->nframes, sizeof *order, cmp_desc);
   putf(o, "\nTop %d frames by %s time:\n", j->opt.top, by_incl ? "inclusive" : "exclusive");
   puts_(o, " incl ms  incl%  running  waiting  samples   excl ms  excl%  samples  frame\n");
   double total = x->total_ns ? (double)x->total_ns : 1.0;
   for (size_t r = 0; r < j->nframes && r < (size_t)j->opt.top; r++) {
-    uint32_t i = order[r];
-    if (!sort_key[i])
+    uint32_t i = order[r].frame;
+    if (!order[r].key)
       break;
     const tj_frame *f = &j->frames[i];
     putf(o, "%8.1f %5.1f%% %8.1f %8.1f %8llu  %8.1f %5.1f%% %8llu  ", ns_ms(x->incl[i]),
@@ -550,7 +557,7 @@ static ps_err write_top(trace_job *j, out_t *o, ps_diag *d) {
   memset(&x, 0, sizeof x);
   size_t n = j->nframes ? j->nframes : 1;
   uint64_t *all = calloc(n * (6 + TJ_NSTATES), sizeof *all);
-  uint32_t *order = calloc(n, sizeof *order);
+  top_row *order = calloc(n, sizeof *order);
   ps_err e = PS_E_OK;
   if (!all || !order) {
     e = ps_diag_set(d, PS_E_NOMEM, "trace output", 0, "out of memory");

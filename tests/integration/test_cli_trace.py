@@ -289,7 +289,7 @@ if rc == 0:
          speedscope_samples(json.load(open(full))))
 
 # ---- many threads: the speedscope writer groups them (64 per replay) ---------
-def many_threads(n):
+def many_threads(n, sample_type=1):
     """A V5 trace made here from NetTraceFormat_v5.md: one SampleProfiler
     metadata record, one stack, and samples on n threads (uncompressed rows)."""
     def u16z(t):
@@ -316,7 +316,7 @@ def many_threads(n):
     meta += u16z("ThreadSample") + struct.pack("<qII", 0, 0, 5)
     obj("MetadataBlock", struct.pack("<HHqq", 20, 0, 0, 0) + row(0, meta, 0, 0, 0))
     obj("StackBlock", struct.pack("<III", 1, 1, 8) + struct.pack("<Q", 0x1234))
-    ev = b"".join(row(1, struct.pack("<I", 1), 1000 + t, 1, 10 + t) for t in range(n))
+    ev = b"".join(row(1, struct.pack("<I", sample_type), 1000 + t, 1, 10 + t) for t in range(n))
     obj("EventBlock", struct.pack("<HHqq", 20, 0, 10, 10 + n) + ev)
     b.extend(bytes([1]))
     return bytes(b)
@@ -336,6 +336,18 @@ if os.path.exists(sb.path("threads.json")):
          [{"name": "?!?"}, {"name": "[running managed code]"}, {"name": "[waiting or in native code]"},
           {"name": "[unknown sampler state]"}])
     c.true("150 threads: the warning in the document", any("describes no methods" in w for w in doc.get("warnings", [])))
+
+# a sampler type neither managed (2) nor external (1): counted, named, kept as unknown
+open(sb.path("type7.nettrace"), "wb").write(many_threads(3, sample_type=7))
+rc, so, se = trace([sb.path("type7.nettrace"), "-o", sb.path("type7.json"), "--stats", sb.path("type7.st")])
+c.true("sampler type 7: the warning names it", "3 of 3 samples have a sampler type pdbsym does not know (7" in se, se)
+if os.path.exists(sb.path("type7.json")):
+    doc = json.load(open(sb.path("type7.json")))
+    c.eq("sampler type 7: every sample under the unknown state", {json.dumps(p["samples"]) for p in doc["profiles"]}, {"[[3, 0]]"})
+    st7 = json.load(open(sb.path("type7.st")))
+    c.eq("sampler type 7: counted apart", (st7["samples_running"], st7["samples_waiting"], st7["samples_other"]), (0, 0, 3))
+rc, so, se = trace([sb.path("type7.nettrace"), "-o", sb.path("type7r.json"), "--state", "running"])
+c.eq("sampler type 7, --state running: no profile", json.load(open(sb.path("type7r.json")))["profiles"] if os.path.exists(sb.path("type7r.json")) else None, [])
 
 # ---- api.md's example, run ---------------------------------------------------
 doc_md = open(os.path.join(clilib.ROOT, "api.md"), encoding="utf-8").read()
