@@ -236,6 +236,14 @@ ps_err r2r_open(r2r_image *r, const uint8_t *data, size_t len, ps_diag *d) {
   if (!r->rf_count)
     return ps_diag_set(d, PS_E_NOT_FOUND, "READYTORUN_HEADER", h,
                        "no RuntimeFunctions: no precompiled code");
+  /* sorted by begin, as the lookups by address need (readytorun-format.md) */
+  for (uint32_t i = 1; i < r->rf_count; i++) {
+    const uint8_t *q = data + r->rf_off + (size_t)i * r->rf_size;
+    if (le32(q) <= le32(q - r->rf_size))
+      return ps_diag_set(d, PS_E_CORRUPT, "RuntimeFunctions", r->rf_off + (size_t)i * r->rf_size,
+                         "entry %u does not start after entry %u", (unsigned)i,
+                         (unsigned)i - 1);
+  }
   return PS_E_OK;
 }
 
