@@ -285,7 +285,8 @@ typedef struct {
 ps_err nt_decode_module_load(const uint8_t *p, size_t n, uint32_t version, nt_module_load *out,
                              ps_diag *diag);
 
-/* ThreadSample: 1 = managed code, 2 = external (native) code, 0 = error. */
+/* ThreadSample: 1 = external (the thread was in native code), 2 = managed
+ * code, 0 = error (dotnet/runtime src/native/eventpipe/ep-sample-profiler.h). */
 ps_err nt_decode_sample(const uint8_t *p, size_t n, uint32_t *type, ps_diag *diag);
 
 #endif

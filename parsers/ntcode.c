@@ -437,9 +437,39 @@ int32_t ntc_il_for_native(const ntc_table *t, const ntc_method *m, uint32_t nati
   return x->il;
 }
 
+/* out->il_end and out->estimate (ntcode.h) */
+static void honest_range(const ntc_table *t, const ntc_method *m, ntc_answer *out) {
+  out->il_end = -1;
+  out->estimate = -1;
+  if (m->map_first == NTC_NONE || m->map_count == 0)
+    return;
+  const ntc_entry *e = t->entries + m->map_first;
+  uint32_t n = m->map_count;
+  if (out->mapping == NTC_MAP_UNMAPPED) {
+    uint32_t x = 0; /* the entry covering the offset */
+    while (x + 1 < n && e[x + 1].native <= out->native_offset)
+      x++;
+    for (uint32_t k = x + 1; k > 0 && out->estimate < 0; k--)
+      if (e[k - 1].il >= 0)
+        out->estimate = e[k - 1].il;
+    for (uint32_t k = x + 1; k < n && out->estimate < 0; k++)
+      if (e[k].il >= 0)
+        out->estimate = e[k].il;
+  }
+  int32_t from = out->mapping == NTC_MAP_UNMAPPED ? out->estimate : out->il;
+  if (from < 0 || (out->mapping != NTC_MAP_EXACT && out->mapping != NTC_MAP_APPROX &&
+                   out->mapping != NTC_MAP_UNMAPPED))
+    return;
+  for (uint32_t k = 0; k < n; k++)
+    if (e[k].il > from && (out->il_end < 0 || e[k].il < out->il_end))
+      out->il_end = e[k].il;
+}
+
 bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
   memset(out, 0, sizeof *out);
   out->il = -1;
+  out->il_end = -1;
+  out->estimate = -1;
   if (!t->finished || t->nmethods == 0)
     return false;
   /* the range with the greatest start <= ip, then a few before it in case
@@ -465,5 +495,32 @@ bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
   out->module = best->module != NTC_NONE ? &t->modules[best->module] : NULL;
   out->native_offset = (uint32_t)(addr - best->start);
   out->il = ntc_il_for_native(t, best, out->native_offset, &out->mapping);
+  honest_range(t, best, out);
+  return true;
+}
+
+/* ---- maps from elsewhere (ReadyToRun images) ---- */
+
+bool ntc_attach_map(ntc_table *t, size_t i, const ntc_entry *e, uint32_t n) {
+  if (t->err || i >= t->nmethods || n == 0)
+    return t->err == PS_E_OK;
+  if (t->nentries + n > UINT32_MAX) {
+    t->err = PS_E_LIMIT;
+    return false;
+  }
+  if (!grow(t, (void **)&t->entries, &t->centries, t->nentries + n, sizeof *t->entries))
+    return false;
+  uint32_t first = (uint32_t)t->nentries;
+  memcpy(t->entries + first, e, (size_t)n * sizeof *e);
+  t->nentries += n;
+  int32_t last;
+  uint32_t count = normalize_map(t, first, n, &last);
+  if (t->err)
+    return false;
+  t->nentries = first + count;
+  ntc_method *m = &t->methods[i];
+  m->map_first = count ? first : NTC_NONE;
+  m->map_count = count;
+  m->map_last_il = last;
   return true;
 }

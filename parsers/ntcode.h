@@ -119,7 +119,20 @@ typedef struct {
   uint32_t native_offset;   /* of the looked-up address (IP or IP - 1) */
   int32_t il;               /* -1 when the method has no map */
   ntc_mapping mapping;
+  /* For an honest line (trace.c): the IL offsets the map entry covering
+   * the offset stands for run from il to il_end (the next larger IL offset
+   * any entry of the map names; -1: to the method's end).  For UNMAPPED,
+   * estimate is the IL offset of the nearest entry before it (in native
+   * order) that maps to IL, else of the nearest after it; -1 when none. */
+  int32_t il_end;
+  int32_t estimate;
 } ntc_answer;
+
+/* A map for method index i (into t->methods, after ntc_finish) that the
+ * trace itself does not carry: a ReadyToRun method's, from its image
+ * (r2r.h).  The entries (any order) are copied, sorted and folded as the
+ * trace's own maps; false (t->err) when the budget is exhausted. */
+bool ntc_attach_map(ntc_table *t, size_t i, const ntc_entry *e, uint32_t n);
 
 /* leaf: the innermost frame of its stack (its IP is not a return address). */
 bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out);

@@ -28,27 +28,12 @@
 #include "clrnames.h"
 #include "metadata.h"
 
-#define PE_MAX_SECTIONS 96 /* the loader's own limit */
 #define PE_MAX_DEBUG_ENTRIES 64
 #define PE_MAX_NAME 4096
 
 enum { DBG_CODEVIEW = 2, DBG_EMBEDDED_PPDB = 17, DBG_PDB_CHECKSUM = 19 };
 
-typedef struct {
-  uint32_t va, vsize, raw_size, raw_ptr;
-} pe_section;
-
-typedef struct {
-  const uint8_t *data;
-  size_t len;
-  uint16_t machine;
-  bool pe32plus;
-  uint32_t timestamp, size_of_image, size_of_headers;
-  uint32_t dir_rva[16], dir_size[16];
-  unsigned ndirs;
-  unsigned nsections;
-  pe_section sec[PE_MAX_SECTIONS];
-} pe_image;
+typedef pe_layout pe_image; /* pe.h: the layout other readers (r2r.c) use */
 
 /* debug directory entry, PE spec "Debug Directory (Image Only)" */
 typedef struct {
@@ -152,6 +137,32 @@ static bool rva_to_off(const pe_image *img, uint32_t rva, size_t n, size_t *off)
   }
   if (rva < img->size_of_headers && ps_range_ok(rva, n, img->len)) {
     *off = rva;
+    return true;
+  }
+  return false;
+}
+
+ps_err pe_layout_open(pe_layout *l, const uint8_t *data, size_t len, ps_diag *diag) {
+  return open_image(l, data, len, diag);
+}
+
+bool pe_layout_rva(const pe_layout *l, uint32_t rva, size_t n, size_t *off) {
+  return rva_to_off(l, rva, n, off);
+}
+
+bool pe_layout_section(const pe_layout *l, uint32_t rva, size_t *off, size_t *len) {
+  for (unsigned i = 0; i < l->nsections; i++) {
+    const pe_section *s = &l->sec[i];
+    uint32_t span = s->vsize ? s->vsize : s->raw_size;
+    if (rva < s->va || rva - s->va >= span)
+      continue;
+    size_t n = s->raw_size;
+    if (!ps_range_ok(s->raw_ptr, n, l->len))
+      n = l->len > s->raw_ptr ? l->len - s->raw_ptr : 0;
+    if (rva - s->va >= n)
+      return false;
+    *off = s->raw_ptr;
+    *len = n;
     return true;
   }
   return false;

@@ -40,6 +40,30 @@ typedef struct {
 
 bool pe_is_image(const uint8_t *data, size_t len); /* "MZ" + a PE header */
 
+/* The layout of an image, for readers of its other parts (r2r.h): the
+ * section table and the data directories.  Borrows data. */
+#define PE_MAX_SECTIONS 96 /* the loader's own limit */
+typedef struct {
+  uint32_t va, vsize, raw_size, raw_ptr;
+} pe_section;
+typedef struct {
+  const uint8_t *data;
+  size_t len;
+  uint16_t machine;
+  bool pe32plus;
+  uint32_t timestamp, size_of_image, size_of_headers;
+  uint32_t dir_rva[16], dir_size[16];
+  unsigned ndirs;
+  unsigned nsections;
+  pe_section sec[PE_MAX_SECTIONS];
+} pe_layout;
+ps_err pe_layout_open(pe_layout *l, const uint8_t *data, size_t len, ps_diag *diag);
+/* the file offset of [rva, rva + n), when it lies in one section's file bytes */
+bool pe_layout_rva(const pe_layout *l, uint32_t rva, size_t n, size_t *off);
+/* the file bytes [*off, *off + *len) of the section holding rva (cut at the
+ * end of the file); false when no section's file bytes hold it */
+bool pe_layout_section(const pe_layout *l, uint32_t rva, size_t *off, size_t *len);
+
 ps_err pe_parse(const uint8_t *data, size_t len, pe_info *out, ps_diag *diag);
 
 /* Inflates the embedded Portable PDB (MPDB + deflate) into a new buffer the

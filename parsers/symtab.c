@@ -954,6 +954,15 @@ static void set_seqpt(const symtab *st, st_symbol *s, const st_seqpt *p) {
   s->has_column = true;
 }
 
+bool st_method_points(const symtab *st, uint32_t token, const st_seqpt **pts, size_t *n) {
+  const st_method *m = find_method(st, token);
+  if (!m || !m->sp_count || (uint64_t)m->sp_first + m->sp_count > st->nseqpts)
+    return false;
+  *pts = st->seqpts + m->sp_first;
+  *n = m->sp_count;
+  return true;
+}
+
 void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *out) {
   out->status = ST_UNKNOWN_ADDRESS;
   out->nsyms = 0;

@@ -249,5 +249,8 @@ void st_lookup_rva(const symtab *st, uint32_t rva, st_answer *out);
 long st_func_index(const symtab *st, uint32_t rva);
 /* Managed: (MethodDef token, IL offset) -> covering sequence point. */
 void st_lookup_token(const symtab *st, uint32_t token, uint32_t il, st_answer *out);
+/* Managed: the sequence points of MethodDef token, sorted by IL offset
+ * (borrowed from st); false when the method has none. */
+bool st_method_points(const symtab *st, uint32_t token, const st_seqpt **pts, size_t *n);
 
 #endif

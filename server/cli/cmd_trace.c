@@ -6,8 +6,14 @@
  * exists here, then through the engine (cache, symbol servers), by the GUID
  * and age the trace carries.  On a terminal, a progress line on stderr.
  *
+ * Each sample weighs the time it stands for (trace.h); --state keeps the
+ * samples of running or of waiting threads.  A trace recorded without what
+ * a profile needs gets a warning on stderr naming it (trace_job_warning).
+ *
  * Exit status: 0 written, 1 the cache could not be opened or the output not
- * written, 2 usage error or a trace that cannot be read (one line on stderr).
+ * written, 2 usage error or a trace that cannot be read (one line on stderr),
+ * 3 written, but the profile says nothing useful (no samples, no method the
+ * trace names), or with --strict any warning.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,13 +36,23 @@ static void trace_usage(FILE *out) {
           "usage: pdbsym trace [OPTIONS] FILE.nettrace\n\n"
           "Reads a .NET EventPipe trace (dotnet-trace, dotnet-monitor,\n"
           "DOTNET_EnableEventPipe) and writes its CPU samples with every frame named\n"
-          "and, where the PDB has them, its file and line.\n\n"
+          "and, where the PDB has them, its file and line.  Each sample weighs the\n"
+          "time it stands for (thread time: running managed code, or waiting or in\n"
+          "native code, as the runtime's sampler saw the thread).\n\n"
           "  -o, --output FILE     write there instead of standard output\n"
           "  --format F            speedscope (default; speedscope.app JSON, one sampled\n"
           "                        profile per thread), pprof (gzip'ed profile.proto),\n"
           "                        top (the frames with the most samples, as text)\n"
           "  --top N               rows of --format top (default %d)\n"
-          "  --pdb-dir DIR         look for PDBs (NAME.pdb) and assemblies here first;\n"
+          "  --state S             all (default: both, each stack under a frame naming\n"
+          "                        the state), running (samples of threads running\n"
+          "                        managed code) or waiting (waiting or in native code)\n"
+          "  --strict              exit 3 on any warning about the trace (what it\n"
+          "                        lacks for a useful profile)\n"
+          "  --pdb-dir DIR         look for PDBs (NAME.pdb) and assemblies here first\n"
+          "                        (a ReadyToRun assembly's own maps give its\n"
+          "                        precompiled frames their IL offsets; else the\n"
+          "                        assembly at the path the trace names is read);\n"
           "                        may be given up to %d times\n"
           "  --stack-budget N      bytes of interned stacks kept in memory before they\n"
           "                        are spilled to disk (default: the trace_stack_budget\n"
@@ -45,11 +61,13 @@ static void trace_usage(FILE *out) {
           "                        (default: trace_code_budget, %zu MiB)\n"
           "  --spill-dir DIR       folder for the spill file (default: trace_spill_dir,\n"
           "                        else $TMPDIR or /tmp)\n"
-          "  --quiet               no progress line on a terminal\n"
+          "  --quiet               nothing on stderr but errors: no progress line, no\n"
+          "                        warnings, no word on modules without symbols\n"
           "  --stats FILE          write the job's counters and memory peaks there (JSON)\n"
           "%s\n"
           "Exit status: 0 written, 1 the cache could not be opened or the output not\n"
-          "written, 2 usage error or unreadable trace.\n",
+          "written, 2 usage error or unreadable trace, 3 written but useless (no\n"
+          "samples, no method named: see the warning) or, with --strict, any warning.\n",
           TRACE_DEFAULT_TOP, MAX_PDB_DIRS, TRACE_DEFAULT_STACK_BUDGET >> 20,
           TRACE_DEFAULT_CODE_BUDGET >> 20, settings_help());
 }
@@ -57,6 +75,7 @@ static void trace_usage(FILE *out) {
 typedef struct {
   const char *dirs[MAX_PDB_DIRS];
   int ndirs;
+  bool quiet;
 } local_dirs;
 
 static bool file_exists(const char *p) {
@@ -71,16 +90,21 @@ static bool same_pdb(const symtab *st, const module_id *m) {
   return st->ident.format == ST_FORMAT_PORTABLE || st->ident.age == m->age;
 }
 
-static bool try_load(const char *pdb, const char *image, const module_id *m, symtab *st) {
+/* A candidate file: one that is not there, or not a symbol file (an image
+ * without an embedded PDB, as every framework assembly is), is passed over
+ * in silence; one that is another build's PDB is worth a word. */
+static bool try_load(const local_dirs *ld, const char *pdb, const char *image,
+                     const module_id *m, symtab *st) {
   if (!file_exists(pdb))
     return false;
-  /* symfile_load prints its own one-line error; a wrong file is not fatal */
-  if (symfile_load(pdb, image && file_exists(image) ? image : NULL, st) != 0)
+  char why[1024];
+  if (symfile_load_why(pdb, image && file_exists(image) ? image : NULL, st, why, sizeof why))
     return false;
   if (same_pdb(st, m))
     return true;
-  fprintf(stderr, "pdbsym trace: %s is not the PDB the trace names (%s); skipped\n", pdb,
-          m->debug_file);
+  if (!ld->quiet)
+    fprintf(stderr, "pdbsym trace: %s is not the PDB the trace names (%s); skipped\n", pdb,
+            m->debug_file);
   st_free(st);
   return false;
 }
@@ -91,18 +115,18 @@ static bool local_lookup(void *ctx, const module_id *m, const char *il_path, sym
   for (int i = 0; i < ld->ndirs; i++) {
     snprintf(pdb, sizeof pdb, "%s/%s", ld->dirs[i], m->debug_file);
     snprintf(img, sizeof img, "%s/%s", ld->dirs[i], m->code_file);
-    if (try_load(pdb, img, m, st))
+    if (try_load(ld, pdb, img, m, st))
       return true;
-    if (*m->code_file && try_load(img, NULL, m, st)) /* an embedded PDB */
+    if (*m->code_file && try_load(ld, img, NULL, m, st)) /* an embedded PDB */
       return true;
   }
   /* beside the module, when the trace was recorded on this machine */
   const char *slash = strrchr(il_path, '/');
   if (slash && slash != il_path && file_exists(il_path)) {
     snprintf(pdb, sizeof pdb, "%.*s/%s", (int)(slash - il_path), il_path, m->debug_file);
-    if (try_load(pdb, il_path, m, st))
+    if (try_load(ld, pdb, il_path, m, st))
       return true;
-    if (try_load(il_path, NULL, m, st))
+    if (try_load(ld, il_path, NULL, m, st))
       return true;
   }
   return false;
@@ -154,13 +178,18 @@ static int write_stats(const char *path, const trace_stats *s, const trace_optio
           "\"addresses\":%llu,\"frames\":%llu,\"frames_with_line\":%llu,\"methods\":%llu,"
           "\"modules\":%llu,\"modules_needed\":%llu,\"modules_found\":%llu,"
           "\"peak_stack_bytes\":%llu,\"peak_window_bytes\":%llu,\"peak_code_bytes\":%llu,"
-          "\"peak_read_bytes\":%llu,\"stack_budget\":%llu}\n",
+          "\"peak_read_bytes\":%llu,\"stack_budget\":%llu,\"samples_running\":%llu,"
+          "\"samples_waiting\":%llu,\"samples_other\":%llu,\"interval_ns\":%llu,"
+          "\"nominal_ns\":%llu,\"frames_line_approx\":%llu,\"r2r_images\":%llu,"
+          "\"r2r_methods\":%llu}\n",
           U(s->bytes), U(s->blocks), U(s->events), U(s->samples), U(s->threads), U(s->stacks),
           U(s->stack_flushes), U(s->spill_bytes), U(s->addresses), U(s->frames),
           U(s->frames_with_line), U(s->methods), U(s->modules), U(s->modules_needed),
           U(s->modules_found), U(s->peak_stack_bytes), U(s->peak_window_bytes),
           U(s->peak_code_bytes), U(s->peak_read_bytes),
-          U(o->stack_budget ? o->stack_budget : TRACE_DEFAULT_STACK_BUDGET));
+          U(o->stack_budget ? o->stack_budget : TRACE_DEFAULT_STACK_BUDGET),
+          U(s->samples_running), U(s->samples_waiting), U(s->samples_other), U(s->interval_ns),
+          U(s->nominal_ns), U(s->frames_line_approx), U(s->r2r_images), U(s->r2r_methods));
 #undef U
   return fclose(f) == 0 ? 0 : 1;
 }
@@ -172,8 +201,8 @@ int cmd_trace(int argc, char **argv) {
   trace_format fmt = TRACE_SPEEDSCOPE;
   trace_options opt;
   memset(&opt, 0, sizeof opt);
-  local_dirs ld = {{0}, 0};
-  bool quiet = false;
+  local_dirs ld = {{0}, 0, false};
+  bool quiet = false, strict = false;
   const char *stats_path = NULL;
   for (int i = 1; i < argc; i++) {
     int used = settings_flag(&set, argc, argv, &i);
@@ -194,6 +223,13 @@ int cmd_trace(int argc, char **argv) {
         fprintf(stderr, "pdbsym trace: --format '%s': speedscope, pprof or top\n", argv[i]);
         return 2;
       }
+    } else if (!strcmp(a, "--state") && has_value) {
+      if (!trace_state_parse(argv[++i], &opt.state)) {
+        fprintf(stderr, "pdbsym trace: --state '%s': all, running or waiting\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(a, "--strict")) {
+      strict = true;
     } else if (!strcmp(a, "--top") && has_value) {
       int t = atoi(argv[++i]);
       if (t <= 0 || t > 100000) {
@@ -242,6 +278,15 @@ int cmd_trace(int argc, char **argv) {
     opt.stack_budget = (size_t)set.cfg.trace_stack_budget;
   if (!opt.code_budget)
     opt.code_budget = (size_t)set.cfg.trace_code_budget;
+  ld.quiet = quiet;
+  /* ReadyToRun maps: the images in the --pdb-dir folders, else at the path
+   * the trace names, wherever it is (this machine's own files) */
+  static const char *const any_path[] = {"/"};
+  opt.image_dirs = ld.dirs;
+  opt.nimage_dirs = (size_t)ld.ndirs;
+  opt.image_roots = any_path;
+  opt.nimage_roots = 1;
+  opt.max_image_bytes = set.cfg.trace_image_max_bytes;
   if (!opt.spill_dir && set.cfg.trace_spill_dir[0])
     opt.spill_dir = set.cfg.trace_spill_dir;
   FILE *in = strcmp(file, "-") ? fopen(file, "rb") : stdin;
@@ -331,6 +376,22 @@ int cmd_trace(int argc, char **argv) {
   }
   if (status)
     fprintf(stderr, "pdbsym trace: %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
+  if (status == 0) {
+    /* written: what the trace lacks, and whether the profile is any use */
+    const trace_stats *s = trace_job_stats(job);
+    const char *w;
+    size_t nw = 0;
+    for (; (w = trace_job_warning(job, nw)) != NULL; nw++)
+      if (!quiet)
+        fprintf(stderr, "pdbsym trace: warning: %s\n", w);
+    if (!quiet && s->modules_needed > s->modules_found)
+      fprintf(stderr, "pdbsym trace: %llu of %llu modules with frames in the samples have no "
+                      "symbols here (no file:line for their frames)\n",
+              (unsigned long long)(s->modules_needed - s->modules_found),
+              (unsigned long long)s->modules_needed);
+    if (trace_job_useless(job) || (strict && nw))
+      status = 3;
+  }
   if (stats_path && write_stats(stats_path, trace_job_stats(job), &opt) != 0 && !status)
     status = 1;
   trace_job_close(job);

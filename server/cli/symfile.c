@@ -113,19 +113,18 @@ ps_err symfile_read(symfile *fm, const symfile *im, ps_budget *budget, symtab *s
                      diag);
 }
 
-int symfile_load(const char *file, const char *image, symtab *st) {
+int symfile_load_why(const char *file, const char *image, symtab *st, char *why, size_t cap) {
   symfile fm, im;
   ps_diag d;
   ps_diag_clear(&d);
   char msg[512];
   if (symfile_open(&fm, file, SYMFILE_MAX_FILE, &d) != PS_E_OK) {
-    fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
+    snprintf(why, cap, "cannot read %s: %s", file, ps_diag_format(&d, msg, sizeof msg));
     return 2;
   }
   memset(&im, 0, sizeof im);
   if (image && symfile_open(&im, image, SYMFILE_MAX_FILE, &d) != PS_E_OK) {
-    fprintf(stderr, "pdbsym: cannot read image %s: %s\n", image,
-            ps_diag_format(&d, msg, sizeof msg));
+    snprintf(why, cap, "cannot read image %s: %s", image, ps_diag_format(&d, msg, sizeof msg));
     symfile_close(&fm);
     return 2;
   }
@@ -137,9 +136,17 @@ int symfile_load(const char *file, const char *image, symtab *st) {
   if (image)
     symfile_close(&im);
   if (rc != PS_E_OK) {
-    fprintf(stderr, "pdbsym: cannot read %s: %s\n", file, ps_diag_format(&d, msg, sizeof msg));
+    snprintf(why, cap, "cannot read %s: %s", file, ps_diag_format(&d, msg, sizeof msg));
     st_free(st);
     return 2;
   }
   return 0;
+}
+
+int symfile_load(const char *file, const char *image, symtab *st) {
+  char why[1024];
+  int rc = symfile_load_why(file, image, st, why, sizeof why);
+  if (rc)
+    fprintf(stderr, "pdbsym: %s\n", why);
+  return rc;
 }

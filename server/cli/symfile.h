@@ -51,5 +51,8 @@ ps_err symfile_read(symfile *fm, const symfile *im, ps_budget *budget, symtab *s
  * Returns 0, or 2 after one line on stderr saying which file and why (st is
  * then freed). */
 int symfile_load(const char *file, const char *image, symtab *st);
+/* The same, silent: on failure (2) why holds the one line symfile_load
+ * would print (without its "pdbsym: "). */
+int symfile_load_why(const char *file, const char *image, symtab *st, char *why, size_t cap);
 
 #endif

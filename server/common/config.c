@@ -133,6 +133,8 @@ static const cf_setting settings[] = {
     Z(trace_stack_budget, "32M", "bytes of interned stacks a trace job keeps in memory before spilling them to disk"),
     Z(trace_code_budget, "256M", "bytes a trace job may spend on the trace's methods, addresses and frames"),
     D(trace_spill_dir, "", "folder for trace jobs' spill files and answers; empty: $TMPDIR or /tmp"),
+    S(trace_images, "/usr/share/dotnet,/usr/lib/dotnet", "folders (comma-separated) where POST /traces may read the images of a trace's modules, for the maps of their ReadyToRun code and the IL of their calls: an image by its file name in one of them, or at the path the trace names when it lies in one of them; empty: none"),
+    Z(trace_image_max_bytes, "256M", "largest module image a trace job reads (its ReadyToRun maps, its IL)"),
     S(cors_origins, "*", "origins a browser page may call /symbolicate/v5 from: * (any), a comma-separated list (https://profiler.firefox.com), or empty (none)"),
     T(cors_max_age, "600", "seconds a browser may keep the answer to a CORS preflight"),
     UR(v5_max_frames, "200000", 1, 0, "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),

@@ -88,6 +88,9 @@ typedef struct {
   uint64_t trace_stack_budget; /* bytes of interned stacks per trace job; 0 = default */
   uint64_t trace_code_budget;  /* bytes of code tables per trace job; 0 = default */
   char trace_spill_dir[1024];  /* spill and answer files; "" = $TMPDIR or /tmp */
+  char trace_images[2048];     /* folders a trace job may read modules' images from (their
+                                * ReadyToRun maps, their IL): comma-separated; "" none */
+  uint64_t trace_image_max_bytes; /* one image read so */
   char cors_origins[1024];     /* /symbolicate/v5: origins allowed by CORS ("*", a list, "") */
   uint64_t cors_max_age;       /* seconds a browser may cache a preflight's answer */
   uint64_t v5_max_frames;      /* /symbolicate/v5: addresses in one request, all jobs */

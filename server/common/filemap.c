@@ -10,7 +10,8 @@
 
 ps_err filemap_open(filemap *fm, const char *path, uint64_t max_bytes, ps_diag *diag) {
   memset(fm, 0, sizeof *fm);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO or a device named as a file does not block the open */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return ps_diag_set(diag, PS_E_IO, path, (size_t)-1, "%s", strerror(errno));
   struct stat st;

@@ -9,7 +9,9 @@
  * record in the spill file:
  *
  *   'D' u32 stack id, u16 n, n x u32 address index   a new interned stack
- *   'S' u32 thread index, u32 stack id, u64 timestamp  a sample
+ *   'S' u32 thread index, u32 stack id, u64 timestamp, u8 state,
+ *       u64 gap (ticks since the thread's previous sample; all ones for
+ *       its first)                                   a sample
  *   'F'                                              the intern table was emptied
  *
  * A stack's 'D' comes before its first 'S'; after an 'F' its id is not used
@@ -20,13 +22,20 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "filemap.h"
 #include "internal_trace.h"
 #include "nettrace.h"
+#include "il.h"
+#include "pe.h"
+#include "r2r.h"
 
 #define MAX_METADATA 65536
 
@@ -42,6 +51,27 @@ bool trace_format_parse(const char *name, trace_format *out) {
   return true;
 }
 
+bool trace_state_parse(const char *name, trace_state *out) {
+  if (!strcmp(name, "all"))
+    *out = TRACE_STATE_ALL;
+  else if (!strcmp(name, "running"))
+    *out = TRACE_STATE_RUNNING;
+  else if (!strcmp(name, "waiting"))
+    *out = TRACE_STATE_WAITING;
+  else
+    return false;
+  return true;
+}
+
+const char *trace_state_name(trace_state s) {
+  switch (s) {
+  case TRACE_STATE_ALL: return "all";
+  case TRACE_STATE_RUNNING: return "running";
+  case TRACE_STATE_WAITING: return "waiting";
+  }
+  return "?";
+}
+
 const char *trace_format_name(trace_format f) {
   switch (f) {
   case TRACE_SPEEDSCOPE: return "speedscope";
@@ -50,6 +80,8 @@ const char *trace_format_name(trace_format f) {
   }
   return "?";
 }
+
+static void close_images(trace_job *j);
 
 /* ---- small helpers ---- */
 
@@ -185,7 +217,7 @@ static bool addr_index(trace_job *j, uint64_t ip, bool leaf, uint32_t *out, ps_d
     return ps_diag_set(d, PS_E_LIMIT, "trace", 0, "too many distinct addresses"), false;
   if (!tj_grow(j, (void **)&j->addrs, &j->caddrs, j->naddrs + 1, sizeof *j->addrs, d))
     return false;
-  j->addrs[j->naddrs] = (tj_addr){ip, leaf, TJ_NONE};
+  j->addrs[j->naddrs] = (tj_addr){ip, leaf, TJ_NONE, TJ_NONE};
   j->addr_slots[h] = (uint32_t)j->naddrs + 1;
   *out = (uint32_t)j->naddrs++;
   j->stats.addresses = j->naddrs;
@@ -209,7 +241,9 @@ static bool thread_index(trace_job *j, uint64_t tid, uint32_t *out, ps_diag *d) 
     return ps_diag_set(d, PS_E_LIMIT, "trace", 0, "more than 65536 threads"), false;
   if (!tj_grow(j, (void **)&j->threads, &j->cthreads, j->nthreads + 1, sizeof *j->threads, d))
     return false;
-  j->threads[j->nthreads] = (tj_thread){tid, UINT64_MAX, 0, 0};
+  memset(&j->threads[j->nthreads], 0, sizeof j->threads[j->nthreads]);
+  j->threads[j->nthreads].tid = tid;
+  j->threads[j->nthreads].first_ts = UINT64_MAX;
   *out = (uint32_t)(j->last_thread = j->nthreads++);
   j->stats.threads = j->nthreads;
   return true;
@@ -401,7 +435,67 @@ static ps_err intern(trace_job *j, const uint32_t *a, uint32_t n, uint32_t *id, 
 
 /* ---- events ---- */
 
+/* ---- weights: the gaps between a thread's samples ---- */
+
+uint64_t tj_ticks_ns(const trace_job *j, uint64_t ticks) {
+  if (!j->qpc_freq || j->qpc_freq == 1000000000u)
+    return ticks;
+  double ns = (double)ticks * 1e9 / (double)j->qpc_freq;
+  return ns >= 1.8e19 ? UINT64_MAX : (uint64_t)ns;
+}
+
+static size_t gap_bucket(uint64_t ns) {
+  if (ns < 64)
+    return (size_t)ns;
+  unsigned e = 63u - (unsigned)__builtin_clzll(ns); /* >= 6 */
+  return (size_t)(e - 5) * 64 + (size_t)((ns >> (e - 6)) & 63);
+}
+
+/* the middle of bucket b */
+static uint64_t gap_value(size_t b) {
+  if (b < 64)
+    return b;
+  unsigned e = (unsigned)(b / 64) + 5;
+  uint64_t lo = ((uint64_t)64 + (b % 64)) << (e - 6);
+  return lo + (((uint64_t)1 << (e - 6)) >> 1);
+}
+
+uint64_t tj_interval_ns(const trace_job *j) {
+  if (j->ngaps == 0)
+    return j->sampling_ns ? j->sampling_ns : 1000000;
+  uint64_t half = (j->ngaps + 1) / 2, seen = 0;
+  for (size_t b = 0; b < TJ_GAP_BUCKETS; b++) {
+    seen += j->gaps[b];
+    if (seen >= half)
+      return gap_value(b) ? gap_value(b) : 1;
+  }
+  return j->sampling_ns ? j->sampling_ns : 1000000;
+}
+
+bool tj_keeps(const trace_job *j, uint8_t st) {
+  switch (j->opt.state) {
+  case TRACE_STATE_RUNNING: return st == TJ_RUNNING;
+  case TRACE_STATE_WAITING: return st == TJ_WAITING;
+  default: return true;
+  }
+}
+
+/* The sampler's type (Microsoft-DotNETCore-SampleProfiler's ThreadSample,
+ * dotnet/runtime src/native/eventpipe/ep-sample-profiler.h): 1 external
+ * (the thread was in native code: a wait, a blocking call, native work),
+ * 2 managed, 0 an error. */
+static uint8_t sample_state(uint32_t type) {
+  return type == 2 ? TJ_RUNNING : type == 1 ? TJ_WAITING : TJ_OTHER;
+}
+
 static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
+  uint32_t type = 0;
+  ps_err te = nt_decode_sample(ev->payload, ev->payload_len, &type, d);
+  if (te)
+    return te;
+  uint8_t state = sample_state(type);
+  if (state == TJ_OTHER && !j->stats.samples_other)
+    j->unknown_type = type;
   uint32_t t;
   uint64_t tid = ev->thread_id;
   if (j->format == 6) /* a thread index: its OS id when a ThreadBlock gave one */
@@ -418,6 +512,26 @@ static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
   if (ev->timestamp > th->last_ts)
     th->last_ts = ev->timestamp;
   th->samples++;
+  th->by_state[state]++;
+  if (state == TJ_RUNNING)
+    j->stats.samples_running++;
+  else if (state == TJ_WAITING)
+    j->stats.samples_waiting++;
+  else
+    j->stats.samples_other++;
+  /* the time since the thread's previous sample: the sample's weight
+   * before the cap, and one more gap toward the measured interval */
+  uint64_t gap = TJ_GAP_FIRST;
+  if (th->seen) {
+    gap = ev->timestamp >= th->prev_ts ? ev->timestamp - th->prev_ts : 0;
+    uint64_t ns = tj_ticks_ns(j, gap);
+    if (ns > 0) {
+      j->gaps[gap_bucket(ns)]++;
+      j->ngaps++;
+    }
+  }
+  th->prev_ts = ev->timestamp;
+  th->seen = true;
   const tj_wstack *ws = ev->stack_id ? window_find(j, ev->stack_id) : NULL;
   uint32_t n = ws ? ws->n : 0;
   if (n > TJ_MAX_FRAMES)
@@ -426,16 +540,23 @@ static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
     uint64_t ip = nt_stack_ip(j->win + ws->off, i, j->pointer_size);
     if (!addr_index(j, ip, i == 0, &j->scratch[i], d))
       return d->code;
+    /* the callee of a return address, for its honest line: the first seen
+     * (one call instruction: every callee of it is what that call names, or
+     * an implementation of it, whose name is the same) */
+    if (i > 0 && j->addrs[j->scratch[i]].callee == TJ_NONE)
+      j->addrs[j->scratch[i]].callee = j->scratch[i - 1];
   }
   uint32_t id = 0;
   ps_err e = intern(j, j->scratch, n, &id, d);
   if (e)
     return e;
-  uint8_t rec[17];
+  uint8_t rec[26];
   rec[0] = 'S';
   put32(rec + 1, t);
   put32(rec + 5, id);
   put64(rec + 9, ev->timestamp);
+  rec[17] = state;
+  put64(rec + 18, gap);
   j->stats.samples++;
   return spill_put(j, rec, sizeof rec, d);
 }
@@ -531,6 +652,7 @@ static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
     j->qpc_freq = ti.qpc_frequency;
     j->sync_qpc = ti.sync_qpc;
     j->sampling_ns = ti.sampling_rate ? ti.sampling_rate : 1000000;
+    j->stats.nominal_ns = j->sampling_ns;
     j->pid = ti.process_id;
     return PS_E_OK;
   }
@@ -714,6 +836,7 @@ void trace_job_close(trace_job *j) {
     return;
   if (j->spill)
     fclose(j->spill);
+  close_images(j);
   for (size_t i = 0; i < j->nmods; i++) {
     if (j->mods[i].local)
       st_free(&j->mods[i].local_st);
@@ -736,6 +859,7 @@ void trace_job_close(trace_job *j) {
   free(j->frames);
   free(j->frame_slots);
   free(j->fstrs);
+  free(j->calls);
   free(j);
 }
 
@@ -785,7 +909,7 @@ static bool frame_index(trace_job *j, const tj_frame *f, const char *name, const
   uint64_t h = 0xcbf29ce484222325ULL;
   for (const char *p = name; *p; p++)
     h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
-  h = mix64(h ^ f->line ^ ((uint64_t)f->column << 32));
+  h = mix64(h ^ f->line ^ ((uint64_t)f->column << 32) ^ ((uint64_t)f->line_approx << 63));
   for (const char *p = file; *p; p++)
     h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
   if ((j->nframes + 1) * 2 > j->frame_slots_cap) {
@@ -813,6 +937,7 @@ static bool frame_index(trace_job *j, const tj_frame *f, const char *name, const
       break;
     const tj_frame *g = &j->frames[v - 1];
     if (g->hash == h && g->line == f->line && g->column == f->column &&
+        g->line_approx == f->line_approx &&
         !strcmp(tj_str(j, g->name), name) && !strcmp(tj_str(j, g->file), file)) {
       *out = v - 1;
       return true;
@@ -831,6 +956,11 @@ static bool frame_index(trace_job *j, const tj_frame *f, const char *name, const
     return false;
   j->frames[j->nframes] = nf;
   j->frame_slots[s] = (uint32_t)j->nframes + 1;
+  if (nf.line) {
+    j->stats.frames_with_line++;
+    if (nf.line_approx)
+      j->stats.frames_line_approx++;
+  }
   *out = (uint32_t)j->nframes++;
   j->stats.frames = j->nframes;
   return true;
@@ -883,6 +1013,303 @@ static const symtab *module_symbols(trace_job *j, uint32_t mi, trace_local_fn lo
   return m->st;
 }
 
+/* ---- ReadyToRun code: its maps from its image (r2r.h) ---- */
+
+#define TJ_R2R_MAX_BOUNDS 16384 /* entries of one precompiled method's map */
+
+/* true when the resolved path real lies in folder root */
+static bool under_root(const char *real, const char *root) {
+  size_t n = strlen(root);
+  while (n > 1 && root[n - 1] == '/')
+    n--;
+  if (n == 1 && root[0] == '/')
+    return true;
+  return n > 0 && !strncmp(real, root, n) && (real[n] == '/' || real[n] == '\0');
+}
+
+struct tj_image {
+  filemap fm;
+  pe_layout pe;
+  md_meta md;
+  bool has_md;
+};
+
+/* The image at path mapped into fm, if it is a regular file within the
+ * size cap and the image of module cm (its CodeView GUID is the PDB GUID
+ * the trace names). */
+static bool try_image(trace_job *j, const char *path, const ntc_module *cm, filemap *fm) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    return false;
+  ps_diag d;
+  ps_diag_clear(&d);
+  uint64_t cap = j->opt.max_image_bytes ? j->opt.max_image_bytes : TRACE_DEFAULT_MAX_IMAGE;
+  if (filemap_open(fm, path, cap, &d) != PS_E_OK)
+    return false;
+  static const uint8_t zero[16];
+  if (!cm->has_pdb || !memcmp(cm->pdb_guid, zero, 16))
+    return true; /* nothing to check it by: the runtime functions' starts will */
+  pe_info pi;
+  if (pe_parse(fm->data, fm->len, &pi, &d) == PS_E_OK)
+    for (int k = 0; k < pi.ncodeview; k++)
+      if (!memcmp(pi.codeview[k].guid, cm->pdb_guid, 16))
+        return true;
+  filemap_close(fm);
+  return false;
+}
+
+static bool find_image(trace_job *j, const ntc_module *cm, filemap *fm) {
+  const char *il = ntc_s(&j->code, cm->il_path);
+  const char *name = base_name(il);
+  char path[PATH_MAX + 256];
+  if (*name && strcmp(name, "..") && strcmp(name, "."))
+    for (size_t i = 0; i < j->opt.nimage_dirs; i++) {
+      snprintf(path, sizeof path, "%s/%s", j->opt.image_dirs[i], name);
+      if (try_image(j, path, cm, fm))
+        return true;
+    }
+  char real[PATH_MAX];
+  if (il[0] != '/' || !j->opt.nimage_roots || !realpath(il, real))
+    return false;
+  for (size_t i = 0; i < j->opt.nimage_roots; i++)
+    if (under_root(real, j->opt.image_roots[i]))
+      return try_image(j, real, cm, fm);
+  return false;
+}
+
+/* The PE image of trace module mi (its layout and metadata), found once;
+ * NULL when there is none. */
+static tj_image *module_image(trace_job *j, uint32_t mi) {
+  if (mi >= j->nmods)
+    return NULL;
+  tj_module *m = &j->mods[mi];
+  if (m->image_tried)
+    return m->image;
+  m->image_tried = true;
+  tj_image *img = calloc(1, sizeof *img);
+  if (!img || !find_image(j, &j->code.modules[mi], &img->fm)) {
+    free(img);
+    return NULL;
+  }
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (pe_layout_open(&img->pe, img->fm.data, img->fm.len, &d) != PS_E_OK) {
+    filemap_close(&img->fm);
+    free(img);
+    return NULL;
+  }
+  img->has_md = il_open_metadata(&img->pe, &img->md, &d) == PS_E_OK;
+  m->image = img;
+  return img;
+}
+
+static void close_images(trace_job *j) {
+  for (size_t i = 0; j->mods && i < j->nmods; i++) {
+    if (j->mods[i].image) {
+      filemap_close(&j->mods[i].image->fm);
+      free(j->mods[i].image);
+      j->mods[i].image = NULL;
+    }
+  }
+}
+
+/* a method whose code may be precompiled: not JIT-compiled (MethodFlags
+ * 0x8), a MethodDef, no IL map from the trace */
+static bool r2r_candidate(const ntc_method *m, uint32_t mi) {
+  return m->module == mi && !(m->flags & 0x8) && m->map_count == 0 && (m->token >> 24) == 0x06;
+}
+
+/* The maps of module mi's precompiled methods from the image r.  The image
+ * is loaded at an address the trace does not give: the methods whose
+ * MethodDef entry point the image lists give it (start - RVA, the same for
+ * all), and then each method, generic instantiations too, is the runtime
+ * function that starts at its start. */
+static void r2r_maps(trace_job *j, uint32_t mi, const r2r_image *r, r2r_bound *bounds,
+                     ntc_entry *entries) {
+  uint64_t votes[16] = {0}, counts[16] = {0};
+  size_t nv = 0;
+  for (size_t i = 0; i < j->code.nmethods; i++) {
+    const ntc_method *m = &j->code.methods[i];
+    if (!r2r_candidate(m, mi))
+      continue;
+    uint32_t idx, begin, end;
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (r2r_method_entry(r, m->token & 0xFFFFFF, &idx, &d) != PS_E_OK ||
+        !r2r_function(r, idx, &begin, &end) || m->start < begin)
+      continue;
+    uint64_t base = m->start - begin;
+    size_t k = 0;
+    while (k < nv && votes[k] != base)
+      k++;
+    if (k == nv && nv < 16)
+      votes[nv++] = base;
+    if (k < nv)
+      counts[k]++;
+  }
+  if (!nv)
+    return;
+  size_t best = 0;
+  for (size_t k = 1; k < nv; k++)
+    if (counts[k] > counts[best])
+      best = k;
+  uint64_t base = votes[best];
+  for (size_t i = 0; i < j->code.nmethods; i++) {
+    const ntc_method *m = &j->code.methods[i];
+    if (!r2r_candidate(m, mi) || m->start < base || m->start - base > UINT32_MAX)
+      continue;
+    uint32_t idx, begin, end;
+    if (!r2r_function_at(r, (uint32_t)(m->start - base), &idx) ||
+        !r2r_function(r, idx, &begin, &end))
+      continue;
+    size_t n = 0;
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (r2r_bounds(r, idx, bounds, TJ_R2R_MAX_BOUNDS, &n, &d) != PS_E_OK || n == 0)
+      continue;
+    for (size_t k = 0; k < n; k++)
+      entries[k] = (ntc_entry){bounds[k].native, bounds[k].il};
+    if (!ntc_attach_map(&j->code, i, entries, (uint32_t)n))
+      return; /* the code budget: the job's error at its next check */
+    j->stats.r2r_methods++;
+  }
+}
+
+static void attach_r2r(trace_job *j) {
+  if (!j->opt.nimage_dirs && !j->opt.nimage_roots)
+    return;
+  r2r_image *r = malloc(sizeof *r);
+  r2r_bound *bounds = malloc(TJ_R2R_MAX_BOUNDS * sizeof *bounds);
+  ntc_entry *entries = malloc(TJ_R2R_MAX_BOUNDS * sizeof *entries);
+  for (uint32_t mi = 0; r && bounds && entries && mi < j->code.nmodules; mi++) {
+    bool any = false;
+    for (size_t i = 0; i < j->code.nmethods && !any; i++)
+      any = r2r_candidate(&j->code.methods[i], mi);
+    tj_image *img = any ? module_image(j, mi) : NULL;
+    if (!img)
+      continue;
+    ps_diag d;
+    ps_diag_clear(&d);
+    if (r2r_open(r, img->fm.data, img->fm.len, &d) == PS_E_OK) {
+      j->stats.r2r_images++;
+      r2r_maps(j, mi, r, bounds, entries);
+    }
+  }
+  free(r);
+  free(bounds);
+  free(entries);
+}
+
+/* ---- honest lines ---- */
+
+/* true when the IL offsets [il, il_end) (il_end < 0: to the method's end)
+ * that one map entry stands for hold the start of a statement on another
+ * line than line: the code of the entry may belong to either */
+static bool coarse_entry(const symtab *st, uint32_t token, int32_t il, int32_t il_end,
+                         uint32_t line) {
+  const st_seqpt *pts;
+  size_t n;
+  if (!st_method_points(st, token, &pts, &n))
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    if (pts[i].il <= (uint32_t)il)
+      continue;
+    if (il_end >= 0 && pts[i].il >= (uint32_t)il_end)
+      break;
+    if (pts[i].line != ST_HIDDEN_LINE && pts[i].line != line)
+      return true;
+  }
+  return false;
+}
+
+/* the simple name of a type as a trace's method event spells it (the
+ * "namespace" field: "System.Linq.Enumerable", "Ns.Outer+Inner",
+ * "System.Collections.Generic.List`1[System.Int32]") */
+static void simple_type(const char *full, char *out, size_t cap) {
+  size_t n = strcspn(full, "[");
+  size_t b = 0;
+  for (size_t i = 0; i < n; i++)
+    if (full[i] == '.' || full[i] == '+')
+      b = i + 1;
+  n -= b;
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(out, full + b, n);
+  out[n] = '\0';
+}
+
+/* For a return address a in method m: the IL offset of the call that made
+ * it, from m's IL, when its callee (the frame one in, the same in every
+ * sample) is what one call site, or calls on one line, name.  The calls
+ * within the map entry's IL offsets [il, il_end) come first, then the last
+ * one before il (the JIT's entry may start before the call of the statement
+ * before it), then the first after.  false: no image, no IL, or no call
+ * that names the callee (a delegate, an interface, an inlined chain). */
+static bool call_site(trace_job *j, const tj_addr *a, const ntc_method *m, const symtab *st,
+                      int32_t il, int32_t il_end, uint32_t *call_il) {
+  if (a->leaf || a->callee >= j->naddrs)
+    return false;
+  const tj_addr *c = &j->addrs[a->callee];
+  ntc_answer ca;
+  if (!ntc_lookup(&j->code, c->ip, c->leaf, &ca))
+    return false;
+  tj_image *img = module_image(j, m->module);
+  if (!img || !img->has_md)
+    return false;
+  const uint8_t *code;
+  size_t len, n = 0;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (!j->calls && !(j->calls = malloc(IL_MAX_CALLS * sizeof *j->calls)))
+    return false;
+  if (il_method_code(&img->pe, &img->md, m->token, &code, &len, &d) != PS_E_OK ||
+      il_calls(code, len, j->calls, IL_MAX_CALLS, &n, &d) != PS_E_OK)
+    return false;
+  const ntc_method *cm = ca.method;
+  const char *want = ntc_s(&j->code, cm->name);
+  char want_type[256];
+  simple_type(ntc_s(&j->code, cm->ns), want_type, sizeof want_type);
+  bool same_module = cm->module == m->module;
+  /* in range, before, after: the best candidate of each, and its line */
+  int64_t pick[3] = {-1, -1, -1};
+  uint32_t pick_line[3] = {0, 0, 0};
+  bool mixed[3] = {false, false, false};
+  for (size_t i = 0; i < n; i++) {
+    const char *name, *type, *ns;
+    uint32_t def;
+    if (!il_target(&img->md, j->calls[i].token, &name, &type, &ns, &def))
+      continue;
+    bool match = same_module && def ? def == cm->token
+                                    : !strcmp(name, want) && (!*type || !strcmp(type, want_type));
+    if (!match)
+      continue;
+    st_answer sa;
+    st_lookup_token(st, m->token, j->calls[i].il, &sa);
+    if (sa.status != ST_OK || !sa.nsyms || !sa.syms[0].has_line || sa.syms[0].hidden)
+      continue;
+    uint32_t at = j->calls[i].il, line = sa.syms[0].line;
+    int k = at >= (uint32_t)il && (il_end < 0 || at < (uint32_t)il_end) ? 0
+            : at < (uint32_t)il                                       ? 1
+                                                                      : 2;
+    if (pick[k] < 0 || k == 1) { /* in range and after: the first; before: the last */
+      if (pick[k] >= 0 && pick_line[k] != line && k != 1)
+        mixed[k] = true;
+      pick[k] = at;
+      pick_line[k] = line;
+    } else if (pick_line[k] != line) {
+      mixed[k] = true;
+    }
+  }
+  for (int k = 0; k < 3; k++)
+    if (pick[k] >= 0) {
+      if (mixed[k])
+        return false; /* calls to it on several lines: the map's answer stands */
+      *call_il = (uint32_t)pick[k];
+      return true;
+    }
+  return false;
+}
+
 static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, void *lctx,
                               ps_diag *d) {
   ntc_answer ans;
@@ -902,11 +1329,20 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
              ntc_s(&j->code, m->name), sig ? sig : "()");
     f.token = m->token;
     f.il = ans.il;
-    if (ans.module && ans.il >= 0 && (m->token >> 24) == 0x06) {
+    /* code the JIT mapped to no IL offset: the nearest mapped entry before
+     * it gives the estimate, marked as one */
+    int32_t il = ans.il;
+    bool approx = false;
+    if (ans.mapping == NTC_MAP_UNMAPPED) {
+      approx = true;
+      if (ans.estimate >= 0)
+        il = ans.estimate;
+    }
+    if (ans.module && il >= 0 && (m->token >> 24) == 0x06) {
       const symtab *st = module_symbols(j, m->module, local, lctx);
       if (st) {
-        st_answer sa;
-        st_lookup_token(st, m->token, (uint32_t)ans.il, &sa);
+        st_answer sa, ca; /* s points into one or the other to the end */
+        st_lookup_token(st, m->token, (uint32_t)il, &sa);
         if (sa.status == ST_OK && sa.nsyms > 0) {
           const st_symbol *s = &sa.syms[0];
           if (s->file && s->has_line) {
@@ -914,6 +1350,33 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
             f.line = s->line;
             f.column = s->has_column ? s->column : 0;
             f.hidden = s->hidden;
+            /* a map entry that stands for several statements: the line is
+             * the first one's, the code may be another's */
+            if (!approx && coarse_entry(st, m->token, il, ans.il_end, s->line))
+              approx = true;
+            /* a return address: the call its callee names in the IL, when
+             * one line holds it, settles the doubt, or corrects the map's
+             * line (marked, as it is not the map's) */
+            uint32_t call_il;
+            if (call_site(j, a, m, st, il, ans.il_end, &call_il)) {
+              st_lookup_token(st, m->token, call_il, &ca);
+              const st_symbol *c = &ca.syms[0];
+              if (c->line == s->line) {
+                approx = false;
+              } else {
+                approx = true;
+                f.line = c->line;
+                f.column = c->has_column ? c->column : 0;
+                f.hidden = false;
+                file = c->file ? c->file : file;
+                s = c;
+              }
+            }
+            /* a call from a statement written over several lines: the
+             * line is the statement's first, the call may be on another */
+            if (!a->leaf && s->has_column && s->end_line > s->line)
+              approx = true;
+            f.line_approx = approx;
           }
           snprintf(function, sizeof function, "%s", s->function);
           if (s->async_method)
@@ -922,14 +1385,73 @@ static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, vo
       }
     }
   }
-  if (f.line)
-    j->stats.frames_with_line++;
   uint32_t fi;
   if (!frame_index(j, &f, name, file, function, async, &fi, d))
     return d->code;
   a->frame = fi;
   return PS_E_OK;
 }
+
+/* ---- warnings: a trace recorded without what a profile needs ---- */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void warn(trace_job *j, const char *fmt, ...);
+static void warn(trace_job *j, const char *fmt, ...) {
+  if (j->nwarnings == TJ_MAX_WARNINGS)
+    return;
+  char *w = j->warning_text[j->nwarnings];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w, TJ_WARNING_LEN, fmt, ap);
+  va_end(ap);
+  j->warnings[j->nwarnings++] = w;
+}
+
+static void find_warnings(trace_job *j) {
+  j->nwarnings = 0;
+  j->useless = false;
+  if (j->stats.samples == 0) {
+    warn(j, "the trace has no thread samples (no Microsoft-DotNETCore-SampleProfiler "
+            "events): record it with `dotnet-trace collect`, whose default profiles sample "
+            "every thread, or enable that provider");
+    j->useless = true;
+    return;
+  }
+  size_t jitted = 0, mapped = 0;
+  for (size_t i = 0; i < j->code.nmethods; i++) {
+    const ntc_method *m = &j->code.methods[i];
+    if (m->flags & 0x8) /* MethodFlags: JIT-compiled */
+      jitted++;
+    if (m->map_count)
+      mapped++;
+  }
+  if (j->code.nmethods == 0) {
+    warn(j, "the trace describes no methods (no MethodLoadVerbose events and no rundown), so "
+            "every frame is ?!?: record with the rundown on (`dotnet-trace collect`'s "
+            "default; not `--rundown false`), or with the Jit and Loader keywords from the "
+            "start of the process (DOTNET_EnableEventPipe=1 with DOTNET_EventPipeConfig="
+            "Microsoft-Windows-DotNETRuntime:0x20018:5)");
+    j->useless = true;
+  } else if (jitted && !mapped) {
+    warn(j, "the trace has no IL-to-native maps (keyword JittedMethodILToNativeMap, 0x20000, "
+            "of Microsoft-Windows-DotNETRuntime), so JIT-compiled frames have names but no "
+            "lines: `dotnet-trace collect`'s defaults include them, as does the keyword mask "
+            "0x20018");
+  }
+  if (j->stats.samples_other)
+    warn(j, "%llu of %llu samples have a sampler type pdbsym does not know (%u; 1 is "
+            "external, 2 managed): they count as an unknown state",
+         (unsigned long long)j->stats.samples_other, (unsigned long long)j->stats.samples,
+         j->unknown_type);
+}
+
+const char *trace_job_warning(const trace_job *j, size_t i) {
+  return j->finished && i < j->nwarnings ? j->warnings[i] : NULL;
+}
+
+bool trace_job_useless(const trace_job *j) { return j->finished && j->useless; }
 
 ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lctx,
                         ps_diag *d) {
@@ -951,14 +1473,27 @@ ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lct
   j->mods = calloc(j->nmods ? j->nmods : 1, sizeof *j->mods);
   if (!j->mods)
     return j->failed = true, ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+  attach_r2r(j);
+  if (j->code.err) {
+    close_images(j);
+    return j->failed = true,
+           ps_diag_set(d, j->code.err, "trace", (size_t)j->stats.bytes,
+                       "the code map needs more than the %zu-byte code budget",
+                       j->opt.code_budget);
+  }
   for (size_t i = 0; i < j->naddrs; i++) {
     err = resolve_address(j, &j->addrs[i], local, lctx, d);
-    if (err)
+    if (err) {
+      close_images(j);
       return j->failed = true, err;
+    }
   }
+  close_images(j); /* the maps and call sites are read: the images are done with */
   if (fflush(j->spill) != 0)
     return j->failed = true, ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s",
                                          strerror(errno));
+  j->stats.interval_ns = tj_interval_ns(j);
+  find_warnings(j);
   j->finished = true;
   if (j->progress)
     j->progress(j->progress_ctx, &j->stats);
@@ -981,6 +1516,8 @@ ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d) {
   uint32_t *st_n = NULL, *arena = NULL;
   ps_err e = PS_E_OK;
   uint32_t frames[TJ_MAX_FRAMES];
+  uint64_t interval = tj_interval_ns(j);
+  uint64_t cap = interval > UINT64_MAX / TRACE_GAP_CAP ? UINT64_MAX : interval * TRACE_GAP_CAP;
   for (;;) {
     int tag = fgetc(j->spill);
     if (tag == EOF)
@@ -1041,20 +1578,36 @@ ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d) {
       nst++;
       alen += n;
     } else if (tag == 'S') {
-      if (fread(b, 1, 16, j->spill) != 16) {
+      uint8_t r[25];
+      if (fread(r, 1, 25, j->spill) != 25) {
         e = ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: short read");
         break;
       }
-      uint32_t t = get32(b), id = get32(b + 4);
-      uint64_t ts = (uint64_t)get32(b + 8) | (uint64_t)get32(b + 12) << 32;
-      if (id < first_id || id - first_id >= nst) {
+      uint32_t id = get32(r + 4);
+      if (id < first_id || id - first_id >= nst || get32(r) >= j->nthreads ||
+          r[16] >= TJ_NSTATES) {
         e = ps_diag_set(d, PS_E_CORRUPT, "trace", 0, "spill file: sample of unknown stack");
         break;
+      }
+      tj_sample smp;
+      smp.thread = get32(r);
+      smp.ts = (uint64_t)get32(r + 8) | (uint64_t)get32(r + 12) << 32;
+      smp.state = r[16];
+      uint64_t gap = (uint64_t)get32(r + 17) | (uint64_t)get32(r + 21) << 32;
+      if (!tj_keeps(j, smp.state))
+        continue;
+      /* its weight: the gap, capped; a thread's first sample one interval */
+      if (gap == TJ_GAP_FIRST) {
+        smp.weight_ns = interval;
+      } else {
+        smp.weight_ns = tj_ticks_ns(j, gap);
+        if (smp.weight_ns > cap)
+          smp.weight_ns = cap;
       }
       size_t k = id - first_id;
       if (st_n[k])
         memcpy(frames, arena + st_off[k], st_n[k] * sizeof *frames);
-      e = fn(ctx, t, ts, frames, st_n[k]);
+      e = fn(ctx, &smp, frames, st_n[k]);
       if (e)
         break;
     } else {

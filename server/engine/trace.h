@@ -11,6 +11,14 @@
  *                       distinct frame looked up
  *   trace_job_write     the answer: speedscope JSON, pprof, or a top-N text
  *
+ * Weights and states: each sample keeps its thread, timestamp and the
+ * sampler's type (the thread ran managed code, or was in native code -
+ * mostly blocked in a wait - or an unknown type), and the time since the
+ * thread's previous sample.  The writers weigh a sample by that time,
+ * capped at TRACE_GAP_CAP times the measured interval (the median of those
+ * times over the job); a thread's first sample weighs one interval.  So a
+ * thread's total is its sampled life, in thread time (not CPU time).
+ *
  * Memory: the trace is read through a window of one block (max_block); stack
  * ids resolve against the StackBlocks since the last sequence point
  * (max_stack_window); the samples go to a spill file as they come, and
@@ -40,12 +48,28 @@
 #define TRACE_DEFAULT_CODE_BUDGET ((size_t)256 << 20)   /* code map, addresses, threads, frames */
 #define TRACE_DEFAULT_MAX_BLOCK ((size_t)16 << 20)      /* one block of the file */
 #define TRACE_DEFAULT_TOP 25
+#define TRACE_DEFAULT_MAX_IMAGE ((uint64_t)256 << 20) /* a module's image read for its R2R maps */
+/* A gap between two samples of a thread counts for at most this many
+ * measured intervals.  The sampler stalls on a loaded machine (the .NET 9
+ * fixture: 25.6 ms at a 1.1 ms interval, every thread at once), and that is
+ * real time for every thread; a longer gap (a session paused, an OS thread
+ * id used again by a new thread) counts for this much. */
+#define TRACE_GAP_CAP 50
 
 typedef enum { TRACE_SPEEDSCOPE = 0, TRACE_PPROF, TRACE_TOP } trace_format;
 
 /* "speedscope", "pprof", "top"; false for any other name */
 bool trace_format_parse(const char *name, trace_format *out);
 const char *trace_format_name(trace_format f);
+
+/* Which samples a profile keeps: the sampler's "managed" type (the thread
+ * ran managed code), its "external" type (native code: blocked in a wait,
+ * or running native code), or both (with the state visible). */
+typedef enum { TRACE_STATE_ALL = 0, TRACE_STATE_RUNNING, TRACE_STATE_WAITING } trace_state;
+
+/* "all", "running", "waiting"; false for any other name */
+bool trace_state_parse(const char *name, trace_state *out);
+const char *trace_state_name(trace_state s);
 
 typedef struct {
   size_t stack_budget;   /* 0: default */
@@ -57,6 +81,19 @@ typedef struct {
   uint64_t resolve_deadline_ms; /* per module, absolute CLOCK_MONOTONIC ms; 0: none */
   engine_share *share;   /* the request's share of the download queue (engine.h); NULL: none */
   int top;               /* rows of the top-N text; 0: default */
+  trace_state state;     /* the samples written (default: all) */
+  /* ReadyToRun code (which the trace gives no IL map) gets its maps from its
+   * image's own debug info (r2r.h): the image is looked for in image_dirs
+   * by the module's file name, then at the path the trace's module event
+   * names if it lies under one of image_roots ("/": any path, the CLI's
+   * choice; none: never).  An image is used only when its CodeView GUID is
+   * the PDB GUID the trace names (when it names one); each at most
+   * max_image_bytes (0: TRACE_DEFAULT_MAX_IMAGE). */
+  const char *const *image_dirs;
+  size_t nimage_dirs;
+  const char *const *image_roots;
+  size_t nimage_roots;
+  uint64_t max_image_bytes;
 } trace_options;
 
 typedef struct {
@@ -74,11 +111,19 @@ typedef struct {
   uint64_t modules;        /* modules the trace describes */
   uint64_t modules_needed; /* modules with frames in samples */
   uint64_t modules_found;  /* of those, with symbols */
-  uint64_t frames_with_line;
+  uint64_t frames_with_line;   /* distinct frames with a line */
   size_t peak_stack_bytes;  /* interned-stack table, high-water mark */
   size_t peak_window_bytes; /* StackBlocks kept between sequence points */
   size_t peak_code_bytes;   /* code map + addresses + threads + frames */
   size_t peak_read_bytes;   /* the block window */
+  /* by the sampler's type: managed (running), external (waiting or in
+   * native code), any other type (0, "error", or one not known) */
+  uint64_t samples_running, samples_waiting, samples_other;
+  uint64_t interval_ns;     /* the measured sampling interval (0: not yet) */
+  uint64_t nominal_ns;      /* the interval the trace's header names */
+  uint64_t frames_line_approx; /* of frames_with_line, those whose line is an estimate */
+  uint64_t r2r_images;      /* ReadyToRun images read for their maps */
+  uint64_t r2r_methods;     /* methods given a map from them */
 } trace_stats;
 
 /* A symbol file the caller has for m (a folder named on the command line):
@@ -101,6 +146,15 @@ void trace_job_set_progress(trace_job *j, trace_progress_fn fn, void *ctx);
  * are answered without symbols; 0: no limit. */
 void trace_job_set_deadline(trace_job *j, uint64_t deadline_ms);
 const trace_stats *trace_job_stats(const trace_job *j);
+/* After trace_job_finish: what makes the profile less than it should be,
+ * one sentence each naming what the trace lacks and the recording that
+ * gives it (borrowed from the job); NULL past the last.  The writers carry
+ * them too (speedscope "warnings", pprof comments, top's header). */
+const char *trace_job_warning(const trace_job *j, size_t i);
+/* After trace_job_finish: true when the profile says nothing useful (no
+ * samples, or no frame the trace names), which a command reports as a
+ * failure even though it wrote the profile. */
+bool trace_job_useless(const trace_job *j);
 void trace_job_close(trace_job *j);
 
 #endif

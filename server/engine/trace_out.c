@@ -145,80 +145,126 @@ static double ms_of(const trace_job *j, uint64_t ts) {
   return t * 1000.0 / (double)j->qpc_freq;
 }
 
+/* ---- the thread states, as the writers name them ---- */
+
+/* speedscope: a root frame per state, after the job's frames */
+static const char *const state_frame[TJ_NSTATES] = {
+    "[running managed code]", "[waiting or in native code]", "[unknown sampler state]"};
+
+static double ns_ms(uint64_t ns) { return (double)ns / 1e6; }
+
 /* ---- speedscope ---- */
 
 /* One replay of the spill file writes the samples of up to SS_GROUP threads,
- * each into its own temporary file, which are then copied into the answer in
- * thread order: ceil(threads / SS_GROUP) replays, not one per thread. */
-#define SS_GROUP 64
+ * each into two temporary files (its stacks, its weights), which are then
+ * copied into the answer in thread order: ceil(threads / SS_GROUP) replays,
+ * not one per thread, and 2 * SS_GROUP files open at most. */
+#define SS_GROUP 32
 
 typedef struct {
-  FILE *f[SS_GROUP];
+  FILE *f[SS_GROUP], *w[SS_GROUP];
   uint64_t written[SS_GROUP];
   const int *slot; /* thread index -> slot in f, or -1 */
+  uint32_t state_base; /* index of the first state frame */
   bool failed;
 } ss_ctx;
 
-static ps_err ss_sample(void *c, uint32_t thread, uint64_t ts, const uint32_t *frames,
-                        uint32_t n) {
-  (void)ts;
+static ps_err ss_sample(void *c, const tj_sample *s, const uint32_t *frames, uint32_t n) {
   ss_ctx *x = c;
-  int k = x->slot[thread];
+  int k = x->slot[s->thread];
   if (k < 0)
     return PS_E_OK;
-  FILE *f = x->f[k];
-  if (x->written[k]++)
-    fputc(',', f);
-  fputc('[', f);
-  for (uint32_t i = n; i > 0; i--) /* speedscope lists a stack from the root */
-    fprintf(f, i == n ? "%u" : ",%u", frames[i - 1]);
-  if (fputc(']', f) == EOF) {
+  FILE *f = x->f[k], *w = x->w[k];
+  bool more = x->written[k]++ > 0;
+  /* speedscope lists a stack from the root: the state, then the frames */
+  fprintf(f, more ? ",[%u" : "[%u", x->state_base + s->state);
+  for (uint32_t i = n; i > 0; i--)
+    fprintf(f, ",%u", frames[i - 1]);
+  fputc(']', f);
+  if (fprintf(w, more ? ",%.6g" : "%.6g", ns_ms(s->weight_ns)) < 0 || ferror(f)) {
     x->failed = true;
     return PS_E_IO;
   }
   return PS_E_OK;
 }
 
+static void put_frame(trace_job *j, out_t *o, const tj_frame *f, bool first) {
+  puts_(o, first ? "{\"name\":" : ",{\"name\":");
+  put_json_str(o, tj_str(j, f->name));
+  if (f->file) {
+    puts_(o, ",\"file\":");
+    put_json_str(o, tj_str(j, f->file));
+    if (f->line)
+      putf(o, ",\"line\":%u", f->line);
+    if (f->column)
+      putf(o, ",\"col\":%u", f->column);
+    if (f->line && f->line_approx)
+      puts_(o, ",\"line_approx\":true");
+  }
+  put(o, "}", 1);
+}
+
+/* copies a temporary file into the answer */
+static ps_err copy_back(out_t *o, FILE *f, ps_diag *d) {
+  char buf[1 << 14];
+  size_t got;
+  if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0)
+    return ps_diag_set(d, PS_E_IO, "trace output", 0, "temporary file: read failed");
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+    put(o, buf, got);
+  return ferror(f) ? ps_diag_set(d, PS_E_IO, "trace output", 0, "temporary file: read failed")
+                   : PS_E_OK;
+}
+
 static ps_err write_speedscope(trace_job *j, out_t *o, ps_diag *d) {
   puts_(o, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",");
   puts_(o, "\"exporter\":\"pdbsym " PDBSYM_VERSION "\",\"name\":");
   put_json_str(o, j->name);
-  puts_(o, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
-  for (size_t i = 0; i < j->nframes; i++) {
-    const tj_frame *f = &j->frames[i];
-    puts_(o, i ? ",{\"name\":" : "{\"name\":");
-    put_json_str(o, tj_str(j, f->name));
-    if (f->file) {
-      puts_(o, ",\"file\":");
-      put_json_str(o, tj_str(j, f->file));
-      if (f->line)
-        putf(o, ",\"line\":%u", f->line);
-      if (f->column)
-        putf(o, ",\"col\":%u", f->column);
+  if (j->nwarnings) { /* not speedscope's own: what the trace lacks (trace_job_warning) */
+    puts_(o, ",\"warnings\":[");
+    for (size_t i = 0; i < j->nwarnings; i++) {
+      if (i)
+        put(o, ",", 1);
+      put_json_str(o, j->warnings[i]);
     }
+    put(o, "]", 1);
+  }
+  puts_(o, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
+  for (size_t i = 0; i < j->nframes; i++)
+    put_frame(j, o, &j->frames[i], i == 0);
+  for (size_t k = 0; k < TJ_NSTATES; k++) {
+    puts_(o, j->nframes || k ? ",{\"name\":" : "{\"name\":");
+    put_json_str(o, state_frame[k]);
     put(o, "}", 1);
   }
   puts_(o, "]},\"profiles\":[");
-  double weight = (double)j->sampling_ns / 1e6;
-  char w[32];
-  int wl = snprintf(w, sizeof w, "%g", weight);
+  double interval_ms = ns_ms(tj_interval_ns(j));
   int *slot = malloc((j->nthreads ? j->nthreads : 1) * sizeof *slot);
   if (!slot)
     return ps_diag_set(d, PS_E_NOMEM, "trace output", 0, "out of memory");
   bool first = true;
   ps_err e = PS_E_OK;
   for (size_t t0 = 0; t0 < j->nthreads && !e && !o->err;) {
-    /* the next group of threads with samples */
+    /* the next group of threads with samples the options keep */
     ss_ctx x;
     memset(&x, 0, sizeof x);
+    x.state_base = (uint32_t)j->nframes;
     size_t members[SS_GROUP], nm = 0, t = t0;
     for (size_t i = 0; i < j->nthreads; i++)
       slot[i] = -1;
     for (; t < j->nthreads && nm < SS_GROUP; t++) {
-      if (!j->threads[t].samples)
+      const tj_thread *th = &j->threads[t];
+      uint64_t kept = 0;
+      for (uint8_t k = 0; k < TJ_NSTATES; k++)
+        if (tj_keeps(j, k))
+          kept += th->by_state[k];
+      if (!kept)
         continue;
       x.f[nm] = tj_tempfile(j, d);
-      if (!x.f[nm]) {
+      x.w[nm] = x.f[nm] ? tj_tempfile(j, d) : NULL;
+      if (!x.w[nm]) {
+        if (x.f[nm])
+          fclose(x.f[nm]);
         e = d->code;
         break;
       }
@@ -234,26 +280,20 @@ static ps_err write_speedscope(trace_job *j, out_t *o, ps_diag *d) {
     for (size_t k = 0; k < nm; k++) {
       const tj_thread *th = &j->threads[members[k]];
       if (!e && !o->err) {
+        /* the first sample stands for the interval before it */
         putf(o, "%s{\"type\":\"sampled\",\"name\":\"Thread (%llu)\",\"unit\":\"milliseconds\","
                 "\"startValue\":%.6f,\"endValue\":%.6f,\"samples\":[",
-             first ? "" : ",", (unsigned long long)th->tid, ms_of(j, th->first_ts),
-             ms_of(j, th->last_ts) + weight);
+             first ? "" : ",", (unsigned long long)th->tid, ms_of(j, th->first_ts) - interval_ms,
+             ms_of(j, th->last_ts));
         first = false;
-        char buf[1 << 14];
-        size_t got;
-        if (fflush(x.f[k]) != 0 || fseek(x.f[k], 0, SEEK_SET) != 0)
-          e = ps_diag_set(d, PS_E_IO, "trace output", 0, "temporary file: read failed");
-        while (!e && (got = fread(buf, 1, sizeof buf, x.f[k])) > 0)
-          put(o, buf, got);
+        e = copy_back(o, x.f[k], d);
         puts_(o, "],\"weights\":[");
-        for (uint64_t s = 0; s < x.written[k] && !o->err; s++) {
-          if (s)
-            put(o, ",", 1);
-          put(o, w, (size_t)wl);
-        }
+        if (!e)
+          e = copy_back(o, x.w[k], d);
         puts_(o, "]}");
       }
       fclose(x.f[k]);
+      fclose(x.w[k]);
     }
   }
   free(slot);
@@ -313,29 +353,53 @@ static void emit_string(out_t *o, const char *s) {
   put(o, s, n);
 }
 
+/* the string table's fixed part, in this order (indexes below) */
+enum {
+  PS_EMPTY, PS_SAMPLES, PS_COUNT, PS_WALL, PS_NANOSECONDS, PS_RUNNING, PS_WAITING, PS_THREAD,
+  PS_STATE, PS_UNKNOWN, PS_LINE_APPROX, PS_NFIXED
+};
+static const char *const pp_fixed[PS_NFIXED] = {
+    "", "samples", "count", "wall", "nanoseconds", "running", "waiting", "thread", "state",
+    "unknown", "line_approx"};
+static const uint32_t pp_state_str[TJ_NSTATES] = {PS_RUNNING, PS_WAITING, PS_UNKNOWN};
+
 typedef struct {
   out_t *o;
   trace_job *j;
-  uint64_t period_ns;
-  uint32_t thread_key; /* string index of "thread" */
 } pp_ctx;
 
-static ps_err pp_sample(void *c, uint32_t thread, uint64_t ts, const uint32_t *frames,
-                        uint32_t n) {
-  (void)ts;
+static ps_err pp_sample(void *c, const tj_sample *s, const uint32_t *frames, uint32_t n) {
   pp_ctx *x = c;
-  uint8_t locs[TJ_MAX_FRAMES * 5 + 16], mb[TJ_MAX_FRAMES * 5 + 128], vb[32], lb[32];
+  uint8_t locs[TJ_MAX_FRAMES * 5 + 16], mb[TJ_MAX_FRAMES * 5 + 256], vb[64], lb[32];
   pbuf l = {locs, 0, sizeof locs}, m = {mb, 0, sizeof mb}, v = {vb, 0, sizeof vb},
        lab = {lb, 0, sizeof lb};
   for (uint32_t i = 0; i < n; i++) /* pprof lists a stack from the leaf */
     pb_varint(&l, (uint64_t)frames[i] + 1);
   pb_bytes(&m, 1, l.p, l.len);
+  /* samples/count, wall/nanoseconds, running/nanoseconds, waiting/nanoseconds */
   pb_varint(&v, 1);
-  pb_varint(&v, x->period_ns);
+  pb_varint(&v, s->weight_ns);
+  pb_varint(&v, s->state == TJ_RUNNING ? s->weight_ns : 0);
+  pb_varint(&v, s->state == TJ_WAITING ? s->weight_ns : 0);
   pb_bytes(&m, 2, v.p, v.len);
-  pb_uint(&lab, 1, x->thread_key);
-  pb_uint(&lab, 3, x->j->threads[thread].tid);
+  pb_uint(&lab, 1, PS_THREAD);
+  pb_uint(&lab, 3, x->j->threads[s->thread].tid);
   pb_bytes(&m, 3, lab.p, lab.len);
+  lab.len = 0;
+  pb_uint(&lab, 1, PS_STATE);
+  pb_uint(&lab, 2, pp_state_str[s->state]);
+  pb_bytes(&m, 3, lab.p, lab.len);
+  /* the depths (0: the leaf) of the frames whose line is an estimate */
+  for (uint32_t i = 0; i < n; i++) {
+    if (!x->j->frames[frames[i]].line_approx)
+      continue;
+    lab.len = 0;
+    pb_uint(&lab, 1, PS_LINE_APPROX);
+    pb_key(&lab, 3, 0); /* num: 0 is a valid depth, so always written */
+    pb_varint(&lab, i);
+    if (m.len + lab.len + 8 < m.cap)
+      pb_bytes(&m, 3, lab.p, lab.len);
+  }
   emit_msg(x->o, 2, &m);
   return x->o->err;
 }
@@ -345,30 +409,42 @@ static ps_err write_pprof(trace_job *j, out_t *o, ps_diag *d) {
   memset(&o->z, 0, sizeof o->z);
   if (deflateInit2(&o->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
     return ps_diag_set(d, PS_E_NOMEM, "trace output", 0, "deflateInit2 failed");
-  /* string table: "", then fixed names, then 3 per frame (name, file, function) */
-  static const char *fixed[] = {"", "samples", "count", "cpu", "nanoseconds", "thread"};
-  for (size_t i = 0; i < 6; i++)
-    emit_string(o, fixed[i]);
-  uint32_t base = 6;
+  /* string table: the fixed names, 3 per frame (name, file, function),
+   * then the warnings (comments) */
+  for (size_t i = 0; i < PS_NFIXED; i++)
+    emit_string(o, pp_fixed[i]);
+  uint32_t base = PS_NFIXED;
   for (size_t i = 0; i < j->nframes; i++) {
     const tj_frame *f = &j->frames[i];
     emit_string(o, tj_str(j, f->name));
     emit_string(o, tj_str(j, f->file));
     emit_string(o, f->function ? tj_str(j, f->function) : tj_str(j, f->name));
   }
+  uint32_t wbase = base + 3 * (uint32_t)j->nframes;
+  for (size_t i = 0; i < j->nwarnings; i++)
+    emit_string(o, j->warnings[i]);
+  static const uint32_t types[][2] = {{PS_SAMPLES, PS_COUNT},
+                                      {PS_WALL, PS_NANOSECONDS},
+                                      {PS_RUNNING, PS_NANOSECONDS},
+                                      {PS_WAITING, PS_NANOSECONDS}};
   uint8_t tb[64];
   pbuf t = {tb, 0, sizeof tb};
-  pb_uint(&t, 1, 1);
-  pb_uint(&t, 2, 2);
-  emit_msg(o, 1, &t); /* sample_type samples/count */
+  for (size_t i = 0; i < 4; i++) {
+    t.len = 0;
+    pb_uint(&t, 1, types[i][0]);
+    pb_uint(&t, 2, types[i][1]);
+    emit_msg(o, 1, &t); /* sample_type */
+  }
   t.len = 0;
-  pb_uint(&t, 1, 3);
-  pb_uint(&t, 2, 4);
-  emit_msg(o, 1, &t); /* sample_type cpu/nanoseconds */
-  emit_msg(o, 11, &t); /* period_type */
-  uint8_t pb[16];
+  pb_uint(&t, 1, PS_WALL);
+  pb_uint(&t, 2, PS_NANOSECONDS);
+  emit_msg(o, 11, &t); /* period_type wall/nanoseconds */
+  uint8_t pb[64];
   pbuf per = {pb, 0, sizeof pb};
-  pb_uint(&per, 12, j->sampling_ns);
+  pb_uint(&per, 12, tj_interval_ns(j)); /* period: the measured interval */
+  pb_uint(&per, 14, PS_WALL);          /* default_sample_type */
+  for (size_t i = 0; i < j->nwarnings; i++)
+    pb_uint(&per, 13, wbase + i); /* comment */
   put(o, per.p, per.len);
   for (size_t i = 0; i < j->nframes; i++) {
     const tj_frame *f = &j->frames[i];
@@ -389,7 +465,7 @@ static ps_err write_pprof(trace_job *j, out_t *o, ps_diag *d) {
     pb_bytes(&loc, 4, ln.p, ln.len);
     emit_msg(o, 4, &loc);
   }
-  pp_ctx x = {o, j, j->sampling_ns, 5};
+  pp_ctx x = {o, j};
   ps_err e = tj_replay(j, pp_sample, &x, d);
   flush_out(o);
   if (!o->err)
@@ -401,57 +477,71 @@ static ps_err write_pprof(trace_job *j, out_t *o, ps_diag *d) {
 /* ---- top ---- */
 
 typedef struct {
-  uint64_t *incl, *excl;
+  uint64_t *incl, *excl;           /* ns */
+  uint64_t *incl_state[TJ_NSTATES];/* ns, by state */
+  uint64_t *nincl, *nexcl;         /* samples */
   uint64_t *stamp;
-  uint64_t nsamples;
+  uint64_t nsamples, total_ns, state_ns[TJ_NSTATES];
 } top_ctx;
 
-static ps_err top_sample(void *c, uint32_t thread, uint64_t ts, const uint32_t *frames,
-                         uint32_t n) {
-  (void)thread;
-  (void)ts;
+static ps_err top_sample(void *c, const tj_sample *s, const uint32_t *frames, uint32_t n) {
   top_ctx *x = c;
   x->nsamples++;
-  if (n)
-    x->excl[frames[0]]++;
+  x->total_ns += s->weight_ns;
+  x->state_ns[s->state] += s->weight_ns;
+  if (n) {
+    x->excl[frames[0]] += s->weight_ns;
+    x->nexcl[frames[0]]++;
+  }
   for (uint32_t i = 0; i < n; i++)
-    if (x->stamp[frames[i]] != x->nsamples) {
+    if (x->stamp[frames[i]] != x->nsamples) { /* once per sample, recursion or not */
       x->stamp[frames[i]] = x->nsamples;
-      x->incl[frames[i]]++;
+      x->incl[frames[i]] += s->weight_ns;
+      x->incl_state[s->state][frames[i]] += s->weight_ns;
+      x->nincl[frames[i]]++;
     }
   return PS_E_OK;
 }
 
-static const uint64_t *sort_key;
+/* a frame and the time it is sorted by: qsort with no global (two top
+ * answers may be written at once, by two request workers) */
+typedef struct {
+  uint64_t key;
+  uint32_t frame;
+} top_row;
+
 static int cmp_desc(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  if (sort_key[x] != sort_key[y])
-    return sort_key[x] > sort_key[y] ? -1 : 1;
-  return x < y ? -1 : x > y;
+  const top_row *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key > y->key ? -1 : 1;
+  return x->frame < y->frame ? -1 : x->frame > y->frame;
 }
 
-static void top_table(trace_job *j, out_t *o, top_ctx *x, uint32_t *order, bool by_incl) {
-  sort_key = by_incl ? x->incl : x->excl;
+static void top_table(trace_job *j, out_t *o, top_ctx *x, top_row *order, bool by_incl) {
+  const uint64_t *key = by_incl ? x->incl : x->excl;
   for (size_t i = 0; i < j->nframes; i++)
-    order[i] = (uint32_t)i;
-  qsort(order, j->nframes, sizeof *order, cmp_desc);
-  putf(o, "\nTop %d frames by %s samples:\n", j->opt.top, by_incl ? "inclusive" : "exclusive");
-  puts_(o, "   incl  incl%   excl  excl%  frame\n");
-  double total = x->nsamples ? (double)x->nsamples : 1.0;
+    order[i] = (top_row){key[i], (uint32_t)i};
+  if (j->nframes > 1)
+    qsort(order, j->nframes, sizeof *order, cmp_desc);
+  putf(o, "\nTop %d frames by %s time:\n", j->opt.top, by_incl ? "inclusive" : "exclusive");
+  puts_(o, " incl ms  incl%  running  waiting  samples   excl ms  excl%  samples  frame\n");
+  double total = x->total_ns ? (double)x->total_ns : 1.0;
   for (size_t r = 0; r < j->nframes && r < (size_t)j->opt.top; r++) {
-    uint32_t i = order[r];
-    if (!sort_key[i])
+    uint32_t i = order[r].frame;
+    if (!order[r].key)
       break;
     const tj_frame *f = &j->frames[i];
-    putf(o, "%7llu %5.1f%% %6llu %5.1f%%  ", (unsigned long long)x->incl[i],
-         100.0 * (double)x->incl[i] / total, (unsigned long long)x->excl[i],
-         100.0 * (double)x->excl[i] / total);
+    putf(o, "%8.1f %5.1f%% %8.1f %8.1f %8llu  %8.1f %5.1f%% %8llu  ", ns_ms(x->incl[i]),
+         100.0 * (double)x->incl[i] / total, ns_ms(x->incl_state[TJ_RUNNING][i]),
+         ns_ms(x->incl_state[TJ_WAITING][i]), (unsigned long long)x->nincl[i],
+         ns_ms(x->excl[i]), 100.0 * (double)x->excl[i] / total,
+         (unsigned long long)x->nexcl[i]);
     puts_(o, tj_str(j, f->name));
     if (f->file) {
       puts_(o, "  ");
       puts_(o, tj_str(j, f->file));
       if (f->line)
-        putf(o, ":%u", f->line);
+        putf(o, ":%u%s", f->line, f->line_approx ? " (line approx)" : "");
     }
     if (f->async_method) {
       puts_(o, "  (async ");
@@ -463,30 +553,54 @@ static void top_table(trace_job *j, out_t *o, top_ctx *x, uint32_t *order, bool 
 }
 
 static ps_err write_top(trace_job *j, out_t *o, ps_diag *d) {
-  top_ctx x = {0};
+  top_ctx x;
+  memset(&x, 0, sizeof x);
   size_t n = j->nframes ? j->nframes : 1;
-  x.incl = calloc(n, sizeof *x.incl);
-  x.excl = calloc(n, sizeof *x.excl);
-  x.stamp = calloc(n, sizeof *x.stamp);
-  uint32_t *order = calloc(n, sizeof *order);
+  uint64_t *all = calloc(n * (6 + TJ_NSTATES), sizeof *all);
+  top_row *order = calloc(n, sizeof *order);
   ps_err e = PS_E_OK;
-  if (!x.incl || !x.excl || !x.stamp || !order)
+  if (!all || !order) {
     e = ps_diag_set(d, PS_E_NOMEM, "trace output", 0, "out of memory");
+  } else {
+    x.incl = all;
+    x.excl = all + n;
+    x.nincl = all + 2 * n;
+    x.nexcl = all + 3 * n;
+    x.stamp = all + 4 * n;
+    for (size_t k = 0; k < TJ_NSTATES; k++)
+      x.incl_state[k] = all + (5 + k) * n;
+  }
   if (!e)
     e = tj_replay(j, top_sample, &x, d);
   if (!e) {
-    putf(o, "%s: %llu samples on %llu threads, %llu frames (%llu with file:line), "
-            "%llu of %llu modules with symbols\n",
-         j->name, (unsigned long long)x.nsamples, (unsigned long long)j->stats.threads,
-         (unsigned long long)j->nframes, (unsigned long long)j->stats.frames_with_line,
-         (unsigned long long)j->stats.modules_found,
-         (unsigned long long)j->stats.modules_needed);
+    const trace_stats *st = &j->stats;
+    /* one kind of thing per number */
+    putf(o, "%s: %llu samples on %llu threads", j->name, (unsigned long long)st->samples,
+         (unsigned long long)st->threads);
+    if (j->opt.state != TRACE_STATE_ALL)
+      putf(o, " (%llu of them %s, kept here)", (unsigned long long)x.nsamples,
+           trace_state_name(j->opt.state));
+    putf(o, "\n  thread time  %.1f ms: %.1f ms running managed code, %.1f ms waiting or in "
+            "native code",
+         ns_ms(x.total_ns), ns_ms(x.state_ns[TJ_RUNNING]), ns_ms(x.state_ns[TJ_WAITING]));
+    if (x.state_ns[TJ_OTHER])
+      putf(o, ", %.1f ms in an unknown state", ns_ms(x.state_ns[TJ_OTHER]));
+    putf(o, "\n  interval     %.3f ms measured (the trace's header says %.3f ms)\n",
+         ns_ms(tj_interval_ns(j)), ns_ms(j->sampling_ns));
+    putf(o, "  frames       %llu distinct, %llu of them with file:line, %llu of those approximate\n",
+         (unsigned long long)j->nframes, (unsigned long long)st->frames_with_line,
+         (unsigned long long)st->frames_line_approx);
+    putf(o, "  modules      %llu with frames in the samples, %llu of them with symbols\n",
+         (unsigned long long)st->modules_needed, (unsigned long long)st->modules_found);
+    for (size_t i = 0; i < j->nwarnings; i++) {
+      puts_(o, "  warning: ");
+      puts_(o, j->warnings[i]);
+      puts_(o, "\n");
+    }
     top_table(j, o, &x, order, true);
     top_table(j, o, &x, order, false);
   }
-  free(x.incl);
-  free(x.excl);
-  free(x.stamp);
+  free(all);
   free(order);
   return e ? e : o->err;
 }

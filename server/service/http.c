@@ -89,7 +89,28 @@ struct http_server {
   bool allow_any_host;
   unsigned nallowed;
   char allowed[MAX_ALLOWED_HOSTS][256];
+  /* trace_images (issue 26): folders a trace job may read module images from */
+  char images_buf[2048];
+  const char *images[32];
+  size_t nimages;
 };
+
+/* trace_images, comma-separated, into srv->images (empty items dropped) */
+static void parse_trace_images(http_server *srv, const char *list) {
+  snprintf(srv->images_buf, sizeof srv->images_buf, "%s", list);
+  srv->nimages = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(srv->images_buf, ",", &save); t && srv->nimages < 32;
+       t = strtok_r(NULL, ",", &save)) {
+    while (*t == ' ')
+      t++;
+    size_t n = strlen(t);
+    while (n && t[n - 1] == ' ')
+      t[--n] = '\0';
+    if (n)
+      srv->images[srv->nimages++] = t;
+  }
+}
 
 typedef struct {
   http_server *srv;
@@ -127,6 +148,8 @@ typedef struct {
   uint64_t trace_bytes;
   ps_diag trace_diag;
   trace_format trace_fmt;
+  trace_state trace_state;  /* ?state= (issue 26): which samples the profile keeps */
+  bool trace_strict;        /* ?strict=true: any warning about the trace is a 422 */
   uint64_t trace_timeout_s; /* ?timeout=, or default_timeout */
   int answer_fd;            /* the answer's file, once run_trace wrote it; -1: none */
   engine_share *share;      /* the trace's share of the download queue */
@@ -611,6 +634,14 @@ static void trace_chunk(http_server *srv, req_ctx *r, const char *data, size_t n
     o.spill_dir = srv->cfg->trace_spill_dir[0] ? srv->cfg->trace_spill_dir : NULL;
     o.name = "trace.nettrace";
     o.share = r->share;
+    o.state = r->trace_state;
+    /* module images (their ReadyToRun maps, their IL) only from trace_images:
+     * by file name, or at the path the trace names when it lies there */
+    o.image_dirs = srv->images;
+    o.nimage_dirs = srv->nimages;
+    o.image_roots = srv->images;
+    o.nimage_roots = srv->nimages;
+    o.max_image_bytes = srv->cfg->trace_image_max_bytes;
     ps_diag_clear(&r->trace_diag);
     if (trace_job_open(&o, &r->job, &r->trace_diag) != PS_E_OK) {
       r->trace_failed = true;
@@ -716,6 +747,14 @@ static void run_trace(req_ctx *r) {
                                                                                         : 400;
     ps_diag_format(&r->trace_diag, msg, sizeof msg);
     api_error(&r->ar, status, msg, NULL);
+    return;
+  }
+  /* a profile that says nothing (no samples, no method named), or with
+   * ?strict=true any warning: 422 naming what the trace lacks */
+  const char *warning = trace_job_warning(r->job, 0);
+  if (warning && (trace_job_useless(r->job) || r->trace_strict)) {
+    snprintf(msg, sizeof msg, "%s%s", trace_job_useless(r->job) ? "" : "strict: ", warning);
+    api_error(&r->ar, 422, msg, NULL);
     return;
   }
   /* the answer goes to an unlinked file, then streams from it */
@@ -862,6 +901,19 @@ static enum MHD_Result trace_admit(http_server *srv, struct MHD_Connection *c, r
   if (fmt && !trace_format_parse(fmt, &r->trace_fmt)) {
     r->close_after = true;
     return send_error(srv, c, r, 400, "format must be speedscope, pprof or top", "format");
+  }
+  /* ?state=all|running|waiting, ?strict=true|false (issue 26) */
+  const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
+  r->trace_state = TRACE_STATE_ALL;
+  if (state && !trace_state_parse(state, &r->trace_state)) {
+    r->close_after = true;
+    return send_error(srv, c, r, 400, "state must be all, running or waiting", "state");
+  }
+  const char *strict = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "strict");
+  r->trace_strict = strict && (!strcmp(strict, "true") || !strcmp(strict, "1"));
+  if (strict && !r->trace_strict && strcmp(strict, "false") && strcmp(strict, "0")) {
+    r->close_after = true;
+    return send_error(srv, c, r, 400, "strict must be true or false", "strict");
   }
   /* the modules' downloads wait at most ?timeout= (or default_timeout) seconds */
   r->trace_timeout_s = srv->cfg->default_timeout;
@@ -1498,6 +1550,7 @@ http_server *http_start(api *a, const srv_config *cfg, char *err, size_t cap) {
   }
   srv->a = a;
   srv->cfg = cfg;
+  parse_trace_images(srv, cfg->trace_images);
   id_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ now_ns();
   rm_set_max(cfg->request_memory_max);
   rm_set_client_max(cfg->request_memory_per_ip);

@@ -80,10 +80,12 @@ def metadata_record(mid, provider, event_id, name, version, fields=b"", tags=b""
             + struct.pack("<qII", 0x20018, version, 5) + fields + tags)
 
 
-def sample_trace(nblocks, block_bytes, nstacks, depth=16, threads=(7, 8, 9, 10)):
+def sample_trace(nblocks, block_bytes, nstacks, depth=16, threads=(7, 8, 9, 10), method=True):
     """A large synthetic trace of SampleProfiler ThreadSample events (for the
     tests and benches of POST /traces' feed, not a seed): a MetadataBlock, a
-    StackBlock of nstacks stacks of depth frames, nblocks EventBlocks of just
+    StackBlock of nstacks stacks of depth frames, one MethodLoadVerbose that
+    covers them (unless not method: a trace without methods is answered
+    422), nblocks EventBlocks of just
     under block_bytes each (uncompressed headers, the threads in turn, stacks
     1..nstacks in turn), an SPBlock.  Returns the bytes and the samples per
     thread."""
@@ -92,6 +94,8 @@ def sample_trace(nblocks, block_bytes, nstacks, depth=16, threads=(7, 8, 9, 10))
 
     def meta(w):
         w.b += struct.pack("<HHqq", 20, 0, 0, 0)  # flags 0: uncompressed event headers
+        event_uncompressed(w, 0, metadata_record(1, "Microsoft-Windows-DotNETRuntime", 143,
+                                                 "MethodLoadVerbose", 2), thread=0)
         event_uncompressed(w, 0, metadata_record(4, "Microsoft-DotNETCore-SampleProfiler", 0,
                                                  "ThreadSample", 0), thread=0)
     w.block("MetadataBlock", meta)
@@ -105,11 +109,15 @@ def sample_trace(nblocks, block_bytes, nstacks, depth=16, threads=(7, 8, 9, 10))
 
     counts = {t: 0 for t in threads}
     ts = 2000
-    for _ in range(nblocks):
+    for b in range(nblocks):
         def events(w):
             nonlocal ts
             start = len(w.b)
             w.b += struct.pack("<HHqq", 20, 0, ts, ts + 1)
+            if b == 0 and method:  # one method covering every IP, so that the frames have a name
+                ml = struct.pack("<QQQIII", 0x100, 0x200, 0x7f0000001000, 0x40 * 4096, 0x06000001, 8)
+                ml += u16z("Demo.Program") + u16z("Spin") + u16z("void ()") + struct.pack("<HQ", 0, 0)
+                event_uncompressed(w, 1, ml, thread=threads[0], ts=ts)
             k = 0
             while len(w.b) - start < block_bytes - 256:
                 t = threads[k % len(threads)]

@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import clilib  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
-from tracelib import FIX, TFMS, compare, expected_frame, jsonl_gz, speedscope_samples  # noqa: E402
+from tracelib import (FIX, STATE_FRAMES, TFMS, check_weights, compare, expected_frame, jsonl_gz,  # noqa: E402
+                      oracle_weights, packed, pb_fields, speedscope_samples, speedscope_states)
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(FIX, "net10.0", "workload.nettrace")):
@@ -66,6 +67,24 @@ for tfm in TFMS:
           % (tfm, nsamples, nframes, nlines))
     c.eq("%s: stats samples" % tfm, stats["samples"], nsamples)
 
+    # real weights and the threads' states, against TraceEvent's reading
+    interval, worst = check_weights(c, tfm, doc, tfm)
+    types = collections.Counter(s.get("type") for s in jsonl_gz(os.path.join(d, "workload.stacks.jsonl.gz")))
+    c.eq("%s: running/waiting split equal to TraceEvent's count of the sampler's types" % tfm,
+         (stats["samples_running"], stats["samples_waiting"], stats["samples_other"]),
+         (types["Managed"], types["External"], nsamples - types["Managed"] - types["External"]))
+    c.true("%s: measured interval %.3f ms, TraceEvent's median gap %.3f ms" % (tfm, stats["interval_ns"] / 1e6, interval),
+           abs(stats["interval_ns"] / 1e6 - interval) <= 0.02 * interval)
+    print("  %s: interval %.3f ms (header %.3f ms), %d running / %d waiting samples, thread totals "
+          "within %.1f %% of their sampled life" % (tfm, stats["interval_ns"] / 1e6, stats["nominal_ns"] / 1e6,
+                                                      stats["samples_running"], stats["samples_waiting"], 100 * worst))
+    for state in ("running", "waiting"):
+        f = sb.path("%s.%s.json" % (tfm, state))
+        rc, so, se = trace(["--pdb-dir", d, os.path.join(d, "workload.nettrace"), "-o", f, "--state", state])
+        c.eq("%s --state %s: exit status (%s)" % (tfm, state, se.strip()), rc, 0)
+        if rc == 0:
+            check_weights(c, "%s --state %s" % (tfm, state), json.load(open(f)), tfm, state)
+
     # TraceLog's own lines (interpolated): how often they agree, for the record
     agree = total = 0
     for s in jsonl_gz(os.path.join(d, "workload.stacks.jsonl.gz")):
@@ -78,50 +97,12 @@ for tfm in TFMS:
     # every name is one dotnet-trace wrote, and the other way round
     ds = json.load(open(os.path.join(d, "workload.speedscope.json")))
     theirs = {f["name"] for f in ds["shared"]["frames"] if "!" in f["name"] and not f["name"].startswith("?")}
-    mine = {f["name"] for f in doc["shared"]["frames"] if f["name"] != "?!?"}
+    mine = {f["name"] for f in doc["shared"]["frames"] if f["name"] != "?!?" and f["name"] not in STATE_FRAMES}
     c.eq("%s: names pdbsym wrote that dotnet-trace did not" % tfm, sorted(mine - theirs), [])
     c.eq("%s: names dotnet-trace wrote that pdbsym did not" % tfm, sorted(theirs - mine), [])
 
 
 # ---- pprof, read back ----------------------------------------------------
-def pb_fields(buf):
-    i = 0
-    while i < len(buf):
-        key, i = varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = varint(buf, i)
-        elif wire == 2:
-            n, i = varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wire == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wire == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % wire)
-        yield field, wire, v
-
-
-def varint(buf, i):
-    v = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
-def packed(v):
-    out, i = [], 0
-    while i < len(v):
-        x, i = varint(v, i)
-        out.append(x)
-    return out
-
-
 d = os.path.join(FIX, "net10.0")
 rc, so, se = trace(["--pdb-dir", d, os.path.join(d, "workload.nettrace"), "--format", "pprof",
                     "-o", sb.path("p.pb.gz")])
@@ -129,8 +110,15 @@ c.eq("pprof: exit status (%s)" % se.strip(), rc, 0)
 if rc == 0:
     prof = gzip.open(sb.path("p.pb.gz")).read()
     strings, samples, locs, funcs, types = [], [], {}, {}, []
+    period_type, period, default_type = {}, 0, 0
     for field, wire, v in pb_fields(prof):
-        if field == 6:
+        if field == 11:
+            period_type = {f: x for f, _, x in pb_fields(v)}
+        elif field == 12:
+            period = v
+        elif field == 14:
+            default_type = v
+        elif field == 6:
             strings.append(v.decode())
         elif field == 1:
             types.append({f: x for f, _, x in pb_fields(v)})
@@ -153,11 +141,14 @@ if rc == 0:
             funcs[fn[1]] = fn
     c.eq("pprof: string 0", strings[0] if strings else None, "")
     c.eq("pprof: sample types", [(strings[t[1]], strings[t[2]]) for t in types],
-         [("samples", "count"), ("cpu", "nanoseconds")])
+         [("samples", "count"), ("wall", "nanoseconds"), ("running", "nanoseconds"), ("waiting", "nanoseconds")])
+    c.eq("pprof: period type", (strings[period_type[1]], strings[period_type[2]]), ("wall", "nanoseconds"))
+    c.eq("pprof: default sample type", strings[default_type], "wall")
+    c.true("pprof: period, the measured interval", abs(period / 1e6 - oracle_weights("net10.0")[0]) <= 0.02 * oracle_weights("net10.0")[0], str(period))
     doc = json.load(open(sb.path("net10.0.speedscope.json")))
     frames = doc["shared"]["frames"]
     c.eq("pprof: samples", len(samples), sum(len(p["samples"]) for p in doc["profiles"]))
-    c.eq("pprof: locations", len(locs), len(frames))
+    c.eq("pprof: locations (speedscope's frames but its 3 state frames)", len(locs), len(frames) - 3)
     bad = 0
     for lid, line in locs.items():
         fr = frames[lid - 1]
@@ -165,35 +156,68 @@ if rc == 0:
         if strings[fn[2]] != fr["name"] or line.get(2) != fr.get("line") or strings[fn[4]] != fr.get("file", ""):
             bad += 1
     c.eq("pprof: locations unlike the speedscope frames", bad, 0)
-    # the same stacks, thread by thread
+    # the same stacks, states and weights, thread by thread
     by_thread = collections.defaultdict(list)
+    states = collections.defaultdict(list)
     for s in samples:
         tid = [lab[3] for lab in s["labels"] if strings[lab[1]] == "thread"][0]
+        state = [strings[lab[2]] for lab in s["labels"] if strings[lab[1]] == "state"][0]
         by_thread[tid].append([frames[x - 1] for x in s["loc"]])
+        states[tid].append((state, s["val"][1] / 1e6))
+        c.eq("pprof: values of a sample (count, wall, running, waiting)", s["val"],
+             [1, s["val"][1], s["val"][1] if state == "running" else 0, s["val"][1] if state == "waiting" else 0])
     ours = speedscope_samples(doc)
     c.eq("pprof: stacks equal to speedscope's", dict(by_thread), ours)
+    ss = speedscope_states(doc)
+    c.eq("pprof: states equal to speedscope's", {t: [x[0] for x in v] for t, v in states.items()},
+         {t: [x[0] for x in v] for t, v in ss.items()})
+    c.true("pprof: weights equal to speedscope's (to a microsecond)",
+           all(abs(a[1] - b[1]) < 1e-3 for t in ss for a, b in zip(states[t], ss[t])))
 
 # ---- top-N ---------------------------------------------------------------
 rc, so, se = trace(["--pdb-dir", d, os.path.join(d, "workload.nettrace"), "--format", "top", "--top", "5"])
 c.eq("top: exit status", rc, 0)
 leaf = collections.Counter()
 incl = collections.Counter()
+leaf_ms = collections.Counter()
+incl_ms = collections.defaultdict(lambda: collections.Counter())
 nsamples = 0
+_, want_w, _ = oracle_weights("net10.0")
+at = collections.Counter()
 for s in jsonl_gz(os.path.join(d, "workload.stacks.jsonl.gz")):
     nsamples += 1
+    state, w = want_w[s["thread"]][at[s["thread"]]]
+    at[s["thread"]] += 1
     keys = []
     for f in s["frames"]:
         e = expected_frame(f)
         keys.append((e["name"], e.get("file"), e.get("line"), e.get("col")))
     leaf[keys[0]] += 1
+    leaf_ms[keys[0]] += w
     for k in set(keys):
         incl[k] += 1
-c.true("top: header", so.startswith("workload.nettrace: %d samples" % nsamples), so[:80])
+        incl_ms[k][state] += w
+c.true("top: header", so.startswith("workload.nettrace: %d samples on" % nsamples), so[:80])
 rows = [x for x in so.splitlines() if x[:1] == " " and "%" in x and not x.strip().startswith("incl")]
 c.eq("top: rows", len(rows), 10)
 if len(rows) == 10:
-    c.eq("top: first inclusive count", int(rows[0].split()[0]), incl.most_common(1)[0][1])
-    c.eq("top: first exclusive count", int(rows[5].split()[2]), leaf.most_common(1)[0][1])
+    # columns: incl ms, incl%, running, waiting, samples, excl ms, excl%, samples, frame
+    r0, r5 = rows[0].split(), rows[5].split()
+    top_incl = max(incl_ms, key=lambda k: sum(incl_ms[k].values()))
+    top_excl = max(leaf_ms, key=lambda k: leaf_ms[k])
+    c.true("top: first inclusive time %s ms, oracle %.1f" % (r0[0], sum(incl_ms[top_incl].values())),
+           abs(float(r0[0]) - sum(incl_ms[top_incl].values())) <= 0.03 * sum(incl_ms[top_incl].values()) + 0.1)
+    c.true("top: its running and waiting time (%s, %s; oracle %.1f, %.1f)" % (r0[2], r0[3], incl_ms[top_incl]["running"], incl_ms[top_incl]["waiting"]),
+           abs(float(r0[2]) - incl_ms[top_incl]["running"]) <= 0.03 * sum(incl_ms[top_incl].values()) + 0.1
+           and abs(float(r0[3]) - incl_ms[top_incl]["waiting"]) <= 0.03 * sum(incl_ms[top_incl].values()) + 0.1)
+    c.eq("top: first inclusive count", int(r0[4]), incl[top_incl])
+    c.true("top: first exclusive time %s ms, oracle %.1f" % (r5[5], leaf_ms[top_excl]),
+           abs(float(r5[5]) - leaf_ms[top_excl]) <= 0.03 * leaf_ms[top_excl] + 0.1)
+    c.eq("top: first exclusive count", int(r5[7]), leaf[top_excl])
+# the header: one kind of thing per number
+head = so.split("\n\nTop")[0].splitlines()
+c.true("top: header lines", len(head) >= 5 and head[1].strip().startswith("thread time")
+       and head[3].strip().startswith("frames") and head[4].strip().startswith("modules"), "\n".join(head))
 
 
 # ---- bounded memory: 100 times the trace ----------------------------------
@@ -265,7 +289,7 @@ if rc == 0:
          speedscope_samples(json.load(open(full))))
 
 # ---- many threads: the speedscope writer groups them (64 per replay) ---------
-def many_threads(n):
+def many_threads(n, sample_type=1):
     """A V5 trace made here from NetTraceFormat_v5.md: one SampleProfiler
     metadata record, one stack, and samples on n threads (uncompressed rows)."""
     def u16z(t):
@@ -292,7 +316,7 @@ def many_threads(n):
     meta += u16z("ThreadSample") + struct.pack("<qII", 0, 0, 5)
     obj("MetadataBlock", struct.pack("<HHqq", 20, 0, 0, 0) + row(0, meta, 0, 0, 0))
     obj("StackBlock", struct.pack("<III", 1, 1, 8) + struct.pack("<Q", 0x1234))
-    ev = b"".join(row(1, struct.pack("<I", 1), 1000 + t, 1, 10 + t) for t in range(n))
+    ev = b"".join(row(1, struct.pack("<I", sample_type), 1000 + t, 1, 10 + t) for t in range(n))
     obj("EventBlock", struct.pack("<HHqq", 20, 0, 10, 10 + n) + ev)
     b.extend(bytes([1]))
     return bytes(b)
@@ -300,12 +324,30 @@ def many_threads(n):
 
 open(sb.path("threads.nettrace"), "wb").write(many_threads(150))
 rc, so, se = trace([sb.path("threads.nettrace"), "-o", sb.path("threads.json")])
-c.eq("150 threads: exit status (%s)" % se.strip(), rc, 0)
-if rc == 0:
+# no method events: the profile is written, and said to be useless (exit 3)
+c.eq("150 threads: exit status 3, written but useless (%s)" % se.strip(), rc, 3)
+c.true("150 threads: the warning names what is missing", "describes no methods" in se and "rundown" in se, se)
+if os.path.exists(sb.path("threads.json")):
     doc = json.load(open(sb.path("threads.json")))
     c.eq("150 threads: profiles", [p["name"] for p in doc["profiles"]], ["Thread (%d)" % (1000 + t) for t in range(150)])
-    c.eq("150 threads: one unknown frame each", {json.dumps(p["samples"]) for p in doc["profiles"]}, {"[[0]]"})
-    c.eq("150 threads: the frame", doc["shared"]["frames"], [{"name": "?!?"}])
+    # frame 0 is ?!?, then the three state frames; type 1 is external: waiting
+    c.eq("150 threads: one unknown frame each, under its state", {json.dumps(p["samples"]) for p in doc["profiles"]}, {"[[2, 0]]"})
+    c.eq("150 threads: the frames", doc["shared"]["frames"],
+         [{"name": "?!?"}, {"name": "[running managed code]"}, {"name": "[waiting or in native code]"},
+          {"name": "[unknown sampler state]"}])
+    c.true("150 threads: the warning in the document", any("describes no methods" in w for w in doc.get("warnings", [])))
+
+# a sampler type neither managed (2) nor external (1): counted, named, kept as unknown
+open(sb.path("type7.nettrace"), "wb").write(many_threads(3, sample_type=7))
+rc, so, se = trace([sb.path("type7.nettrace"), "-o", sb.path("type7.json"), "--stats", sb.path("type7.st")])
+c.true("sampler type 7: the warning names it", "3 of 3 samples have a sampler type pdbsym does not know (7" in se, se)
+if os.path.exists(sb.path("type7.json")):
+    doc = json.load(open(sb.path("type7.json")))
+    c.eq("sampler type 7: every sample under the unknown state", {json.dumps(p["samples"]) for p in doc["profiles"]}, {"[[3, 0]]"})
+    st7 = json.load(open(sb.path("type7.st")))
+    c.eq("sampler type 7: counted apart", (st7["samples_running"], st7["samples_waiting"], st7["samples_other"]), (0, 0, 3))
+rc, so, se = trace([sb.path("type7.nettrace"), "-o", sb.path("type7r.json"), "--state", "running"])
+c.eq("sampler type 7, --state running: no profile", json.load(open(sb.path("type7r.json")))["profiles"] if os.path.exists(sb.path("type7r.json")) else None, [])
 
 # ---- api.md's example, run ---------------------------------------------------
 doc_md = open(os.path.join(clilib.ROOT, "api.md"), encoding="utf-8").read()

@@ -68,7 +68,10 @@ def check_answer(what, st, body, counts):
         got[tid] = len(p["samples"])
         depths.update(len(s) for s in p["samples"])
     c.eq("%s: samples per thread, as written" % what, got, counts)
-    c.eq("%s: every stack 16 frames deep" % what, depths, {DEPTH})
+    # the root frame of every stack names the thread's state (the sampler's type)
+    c.eq("%s: every stack 16 frames deep, under its state" % what, depths, {DEPTH + 1})
+    names = {doc["shared"]["frames"][s[0]]["name"] for p in doc["profiles"] for s in p["samples"]}
+    c.eq("%s: the state of every sample (type 1: external)" % what, names, {"[waiting or in native code]"})
 
 
 data, counts = make_trace()

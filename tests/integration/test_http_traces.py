@@ -25,7 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import clilib  # noqa: E402
 from pdbsym_server import Checks, Server  # noqa: E402
-from tracelib import FIX, TFMS, compare, jsonl_gz  # noqa: E402
+from tracelib import FIX, TFMS, check_weights, compare, jsonl_gz  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
+import make_nettrace_seeds as nt_seeds  # noqa: E402
 
 clilib.need_binary()
 if not os.path.exists(os.path.join(FIX, "net10.0", "workload.nettrace")):
@@ -109,6 +112,26 @@ try:
     st, h, body = post_trace(data, "?format=flamegraph")
     c.eq("bad format: status", st, 400)
     c.eq("bad format: field", json.loads(body).get("field"), "format")
+
+    # ?state=: the samples of running or of waiting threads, each weighing its
+    # time, as TraceEvent reads the sampler's types and times
+    for state in ("running", "waiting", "all"):
+        st, h, body = post_trace(data, "?state=" + state)
+        c.eq("state=%s: status" % state, st, 200)
+        if st == 200:
+            check_weights(c, "POST /traces?state=" + state, json.loads(body), "net10.0", state)
+    st, h, body = post_trace(data, "?state=busy")
+    c.eq("bad state: status", st, 400)
+    c.eq("bad state: field", json.loads(body).get("field"), "state")
+    st, h, body = post_trace(data, "?strict=maybe")
+    c.eq("bad strict: status", st, 400)
+    st, h, body = post_trace(data, "?strict=true")
+    c.eq("strict, a trace without warnings: status", st, 200)
+    # a trace whose samples no method event names: 422, naming what to record
+    no_methods, _ = nt_seeds.sample_trace(1, 64 << 10, 4, 4, (7,), method=False)
+    st, h, body = post_trace(no_methods)
+    c.eq("no method events: status", st, 422)
+    c.true("no method events: says what to record", b"rundown" in body and b"no methods" in body, body[:200])
 
     big = data * 6  # 2.3 MB, over max_trace_bytes = 2M
     st, h, body = post_trace(big, chunked=False)

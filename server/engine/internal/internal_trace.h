@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "engine.h"
+#include "il.h"
 #include "nettrace.h"
 #include "ntcode.h"
 #include "trace.h"
@@ -38,12 +39,26 @@ typedef struct {
   uint64_t ip;
   uint8_t leaf;
   uint32_t frame;  /* after finishing */
+  uint32_t callee; /* a return address: the address one frame in, the first
+                    * seen (TJ_NONE: none) */
 } tj_addr;
+
+/* a sample's state, from the sampler's type */
+enum { TJ_RUNNING = 0, TJ_WAITING = 1, TJ_OTHER = 2, TJ_NSTATES = 3 };
 
 typedef struct {
   uint64_t tid;
   uint64_t first_ts, last_ts, samples;
+  uint64_t prev_ts;             /* the thread's previous sample (file order) */
+  bool seen;                    /* prev_ts is set */
+  uint64_t by_state[TJ_NSTATES];
 } tj_thread;
+
+/* The gaps between a thread's samples, in nanoseconds, counted in
+ * log-linear buckets (64 per power of two, about 1.1 % wide): the measured
+ * interval is their median.  Fixed size, whatever the trace's length. */
+#define TJ_GAP_BUCKETS (59 * 64)
+#define TJ_GAP_FIRST UINT64_MAX /* a record's gap: the thread's first sample */
 
 typedef struct {
   uint64_t hash;
@@ -53,13 +68,21 @@ typedef struct {
   uint32_t token;
   int32_t il;
   bool hidden, unknown;
+  bool line_approx; /* the line is an estimate (ntcode's mapping, trace.c) */
 } tj_frame;
+
+#define TJ_MAX_WARNINGS 8
+#define TJ_WARNING_LEN 400
+
+typedef struct tj_image tj_image; /* a module's PE image, mapped (trace.c) */
 
 typedef struct {
   bool tried, local, pinned;
   const symtab *st;
   symtab local_st;
   mod_handle h;
+  bool image_tried;
+  tj_image *image;  /* NULL: none found; closed at the end of finishing */
 } tj_module;
 
 struct trace_job {
@@ -76,6 +99,8 @@ struct trace_job {
   size_t rlen, rcap, need;
   uint32_t pointer_size, pid;
   uint64_t qpc_freq, sync_qpc, sampling_ns;
+  uint64_t gaps[TJ_GAP_BUCKETS];
+  uint64_t ngaps;
   tj_meta *metas;
   size_t nmetas, cmetas;
   uint32_t *meta_by_id;
@@ -112,6 +137,13 @@ struct trace_job {
   size_t frame_slots_cap;
   char *fstrs;
   size_t fstrs_len, fstrs_cap;
+  /* what makes the profile less than it should be (trace_job_warning) */
+  const char *warnings[TJ_MAX_WARNINGS];
+  char warning_text[TJ_MAX_WARNINGS][TJ_WARNING_LEN];
+  size_t nwarnings;
+  bool useless;
+  uint32_t unknown_type; /* the first sampler type neither managed nor external */
+  il_call *calls; /* a caller's call sites (honest lines), IL_MAX_CALLS */
   /* modules (parallel to code.modules) */
   engine *eng;
   tj_module *mods;
@@ -126,10 +158,25 @@ bool tj_grow(trace_job *j, void **arr, size_t *cap, size_t need, size_t size, ps
 /* An unlinked temporary file in the job's spill folder; NULL with d set. */
 FILE *tj_tempfile(trace_job *j, ps_diag *d);
 
-/* Calls fn for every sample in file order: thread index, timestamp, and the
- * stack as frame indices, innermost first. */
-typedef ps_err (*tj_sample_fn)(void *ctx, uint32_t thread, uint64_t ts, const uint32_t *frames,
+/* One sample as the writers see it. */
+typedef struct {
+  uint32_t thread;   /* index into threads */
+  uint64_t ts;       /* the trace's clock */
+  uint8_t state;     /* TJ_RUNNING, TJ_WAITING, TJ_OTHER */
+  uint64_t weight_ns;/* the time it stands for (tj_weight) */
+} tj_sample;
+
+/* Calls fn for every sample in file order whose state the job's options
+ * keep: the sample and its stack as frame indices, innermost first. */
+typedef ps_err (*tj_sample_fn)(void *ctx, const tj_sample *s, const uint32_t *frames,
                                uint32_t n);
 ps_err tj_replay(trace_job *j, tj_sample_fn fn, void *ctx, ps_diag *d);
+
+/* The measured interval (ns): the median gap, else the header's. */
+uint64_t tj_interval_ns(const trace_job *j);
+/* true when the job's state option keeps samples in state st */
+bool tj_keeps(const trace_job *j, uint8_t st);
+/* nanoseconds of the trace's clock ticks */
+uint64_t tj_ticks_ns(const trace_job *j, uint64_t ticks);
 
 #endif
