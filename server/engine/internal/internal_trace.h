@@ -37,13 +37,29 @@ typedef struct {
 typedef struct {
   uint64_t ip;
   uint8_t leaf;
+  bool frozen;     /* named when its method was unloaded (below), not from the code
+                    * map: the range may hold another method by the end; a later
+                    * sample at the same IP is a new address */
   uint32_t frame;  /* after finishing */
+  /* frozen: */
+  uint32_t fname;  /* fstrs offset of the frame's name */
+  uint32_t token;
+  int32_t il;      /* -1: none */
+  uint64_t module_id;
 } tj_addr;
 
 typedef struct {
   uint64_t tid;
   uint64_t first_ts, last_ts, samples;
 } tj_thread;
+
+/* an event queued until the next sequence point (trace.c, "events in time order") */
+typedef struct {
+  uint64_t ts, thread_id, capture_thread_id, offset;
+  uint32_t stack_id, metadata_id, sequence, payload_off, payload_len, order;
+  uint8_t cls;
+  uint32_t version;
+} tj_qev;
 
 typedef struct {
   uint64_t hash;
@@ -56,11 +72,18 @@ typedef struct {
 } tj_frame;
 
 typedef struct {
+  uint64_t module_id; /* the code map's module this is */
   bool tried, local, pinned;
   const symtab *st;
   symtab local_st;
   mod_handle h;
 } tj_module;
+
+typedef struct {
+  uint64_t thread;   /* capture thread id (V6: index) */
+  uint32_t seq;      /* the last sequence number seen */
+  bool listed;       /* named by the last sequence point */
+} tj_seq;
 
 struct trace_job {
   trace_options opt;
@@ -116,6 +139,20 @@ struct trace_job {
   engine *eng;
   tj_module *mods;
   size_t nmods;
+  /* events queued until the next sequence point */
+  tj_qev *q;
+  size_t nq, cq;
+  uint8_t *qarena;
+  size_t qlen, qcap;
+  uint32_t qorder;      /* file order of the queued events */
+  uint64_t max_ts;      /* the latest event timestamp read */
+  uint64_t lag_ms;      /* a live cut leaves this much of the latest events queued */
+  bool input_done;      /* trace_job_end_live: nothing more will come */
+  /* live jobs */
+  bool live, code_full;
+  tj_seq *seqs;         /* per capture thread, for dropped events */
+  size_t nseqs, cseqs;
+  uint64_t win_start_ns, win_end_ns; /* the window written (Unix ns), 0: a file */
 };
 
 static inline const char *tj_str(const trace_job *j, uint32_t off) {
