@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { CF_STR, CF_U64, CF_SIZE, CF_BOOL } cf_type;
+typedef enum { CF_STR, CF_U64, CF_SIZE, CF_BOOL, CF_DUR } cf_type;
 
 typedef struct {
   const char *key;
@@ -26,6 +26,7 @@ typedef struct {
 #define U(k, d, h) {#k, CF_U64, offsetof(srv_config, k), 0, d, h}
 #define Z(k, d, h) {#k, CF_SIZE, offsetof(srv_config, k), 0, d, h}
 #define B(k, d, h) {#k, CF_BOOL, offsetof(srv_config, k), 0, d, h}
+#define D(k, d, h) {#k, CF_DUR, offsetof(srv_config, k), 0, d, h}
 
 static const cf_setting settings[] = {
     S(listen, "127.0.0.1:8765", "address and port to serve on (HOST:PORT; [::1]:PORT for IPv6)"),
@@ -95,6 +96,19 @@ static const cf_setting settings[] = {
     U(v5_max_frames, "200000", "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),
     U(v5_max_jobs, "1000", "most jobs in one /symbolicate/v5 request (the Firefox Profiler sends one per library); more get 400"),
     U(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
+    S(profile_pids, "", "pids of running .NET processes to profile, comma-separated (docs/profiling.md); HTTP requests cannot add any"),
+    S(profile_command, "", "also profile every .NET process whose command name (/proc/PID/comm) matches this shell pattern (dotnet, MyApp*)"),
+    U(profile_scan_interval, "5", "seconds between looks for the processes profile_pids and profile_command name (one that exits is looked for again)"),
+    D(profile_window, "60s", "each profile covers one window of this length (250ms to 1h; 5s, 2m)"),
+    S(profile_dir, ".pdbsym-profiles", "folder the windows' profiles are written into"),
+    S(profile_format, "speedscope,pprof", "the files of each window: speedscope, pprof, or both"),
+    U(profile_max_files, "1000", "window files kept in profile_dir (every process's together); the oldest removed first"),
+    Z(profile_max_bytes, "1G", "bytes of window files kept in profile_dir; the oldest removed first"),
+    U(profile_buffer_mb, "64", "MB of buffer the runtime keeps for a profiling session; events past it are dropped (and counted)"),
+    Z(profile_code_budget, "64M", "bytes a session's code map (methods, IL maps) may hold; past it the map is forgotten and rebuilt from a rundown"),
+    Z(profile_stack_budget, "8M", "bytes of a window's interned stacks kept in memory before spilling to a file"),
+    U(profile_resolve_timeout, "5", "seconds a window's end waits for a module's symbols (a module still downloading is named in a later window)"),
+    U(max_profiled_processes, "4", "processes profiled at once, a thread each; more named processes wait for a free one"),
     S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -140,6 +154,33 @@ static bool parse_u64(const char *s, bool size, uint64_t *out) {
   return true;
 }
 
+bool cfg_parse_duration_ms(const char *s, uint64_t *ms) {
+  while (isspace((unsigned char)*s))
+    s++;
+  if (!isdigit((unsigned char)*s))
+    return false;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || v > 30ull * 86400 * 1000)
+    return false;
+  uint64_t mul = 1000;
+  if (!strcmp(end, "ms"))
+    mul = 1, end += 2;
+  else if (*end == 's')
+    mul = 1000, end++;
+  else if (*end == 'm')
+    mul = 60000, end++;
+  else if (*end == 'h')
+    mul = 3600000, end++;
+  while (isspace((unsigned char)*end))
+    end++;
+  if (*end || v * mul > 30ull * 86400 * 1000)
+    return false;
+  *ms = (uint64_t)v * mul;
+  return true;
+}
+
 static bool set_value(srv_config *c, const cf_setting *s, const char *val, char *err,
                       size_t cap, const char *where) {
   char *base = (char *)c + s->off;
@@ -156,6 +197,12 @@ static bool set_value(srv_config *c, const cf_setting *s, const char *val, char 
     if (!parse_u64(val, s->type == CF_SIZE, (uint64_t *)(void *)base)) {
       seterr(err, cap, "%s: %s: '%s' is not a %s", where, s->key, val,
              s->type == CF_SIZE ? "size (e.g. 512M)" : "non-negative integer");
+      return false;
+    }
+    return true;
+  case CF_DUR:
+    if (!cfg_parse_duration_ms(val, (uint64_t *)(void *)base)) {
+      seterr(err, cap, "%s: %s: '%s' is not a duration (250ms, 5s, 2m, 1h)", where, s->key, val);
       return false;
     }
     return true;
@@ -352,6 +399,10 @@ void cfg_print(const srv_config *c, FILE *out) {
     switch (s->type) {
     case CF_STR:
       fprintf(out, "%s = %s\n", s->key, base);
+      break;
+    case CF_DUR:
+      fprintf(out, "%s = %llums\n", s->key,
+              (unsigned long long)*(const uint64_t *)(const void *)base);
       break;
     case CF_U64:
     case CF_SIZE:

@@ -1,0 +1,243 @@
+/*
+ * cmd_profile.c - `pdbsym profile --pid N`: profiles a running .NET process
+ * over its diagnostic socket (server/profile/profile.h), one profile per
+ * window written into a folder, until the duration passes, SIGINT or SIGTERM
+ * (the session stopped, the last window written), or the process exits.
+ * On a terminal, a progress line on stderr.
+ *
+ * Exit status: 0 profiled (stopped, the duration passed, or the process
+ * exited: every window written), 1 the cache could not be opened or a window
+ * not written, 2 usage error, 3 the process could not be attached to (one
+ * line on stderr saying why and what to do).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "log.h"
+#include "profile.h"
+#include "settings.h"
+
+static void profile_usage(FILE *out) {
+  fprintf(out,
+          "usage: pdbsym profile --pid N [OPTIONS]\n\n"
+          "Attaches to a running .NET process over its diagnostic socket and writes one\n"
+          "profile per window: every sample's stack with each frame named and, where the\n"
+          "PDB has them, its file and line (docs/profiling.md).  Runs until the duration\n"
+          "passes, Ctrl-C or SIGTERM (the last, partial window is written), or the process\n"
+          "exits.  Attaching needs the process's user, or root.\n\n"
+          "  --pid N           the process to profile\n"
+          "  --window D        each profile's length (default: the profile_window setting,\n"
+          "                    60s; 250ms to 1h: 500ms, 10s, 2m)\n"
+          "  --duration D      stop after this long (default: run until stopped)\n"
+          "  --out DIR         folder for the windows (default: profile_dir,\n"
+          "                    .pdbsym-profiles); files pdbsym-PID-TIME-N.speedscope.json\n"
+          "                    and .pb.gz, written whole, the oldest removed past\n"
+          "                    profile_max_files (1000) or profile_max_bytes (1G)\n"
+          "  --format F        speedscope (default), pprof, or speedscope,pprof\n"
+          "  --tee FILE        also copy the session's event stream to FILE, a .nettrace\n"
+          "                    file `pdbsym trace` and TraceEvent read (the session then\n"
+          "                    runs a rundown when it stops, so the copy names every frame)\n"
+          "  --quiet           no progress line on a terminal\n"
+          "%s\n"
+          "Exit status: 0 profiled until stopped (every window written), 1 the cache could\n"
+          "not be opened or a window not written, 2 usage error, 3 the process could not\n"
+          "be attached to (the reason on stderr).\n",
+          settings_help());
+}
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_flag = 1;
+}
+
+static bool parse_formats(const char *s, unsigned *out) {
+  *out = 0;
+  char buf[64];
+  if (strlen(s) >= sizeof buf)
+    return false;
+  memcpy(buf, s, strlen(s) + 1);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (!strcmp(t, "speedscope"))
+      *out |= PROF_SPEEDSCOPE;
+    else if (!strcmp(t, "pprof"))
+      *out |= PROF_PPROF;
+    else
+      return false;
+  }
+  return *out != 0;
+}
+
+typedef struct {
+  bool tty;
+  uint64_t window_ms;
+} tick_state;
+
+static void on_tick(void *ctx, const prof_status *st) {
+  tick_state *t = ctx;
+  if (!t->tty)
+    return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  double in = now > st->window_start_ns ? (double)(now - st->window_start_ns) / 1e9 : 0;
+  fprintf(stderr,
+          "\r  pid %d %s: window %llu (%.0f of %.0f s), %llu samples, %llu dropped events, "
+          "%llu windows written, RSS %.1f MiB   ",
+          st->pid, st->state, (unsigned long long)st->windows + 1, in,
+          (double)t->window_ms / 1000.0, (unsigned long long)st->window_samples,
+          (unsigned long long)st->dropped_events, (unsigned long long)st->windows,
+          (double)prof_self_rss() / 1048576.0);
+}
+
+int cmd_profile(int argc, char **argv) {
+  settings set;
+  settings_init(&set, argc, argv);
+  long pid = 0;
+  uint64_t window_ms = set.cfg.profile_window, duration_ms = 0;
+  const char *out_dir = set.cfg.profile_dir, *tee = NULL;
+  unsigned formats = PROF_SPEEDSCOPE;
+  bool quiet = false;
+  for (int i = 1; i < argc; i++) {
+    int used = settings_flag(&set, argc, argv, &i);
+    if (used < 0)
+      return 2;
+    if (used > 0)
+      continue;
+    const char *a = argv[i];
+    bool has_value = i + 1 < argc;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      profile_usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--pid") && has_value) {
+      char *end;
+      errno = 0;
+      pid = strtol(argv[++i], &end, 10);
+      if (errno || *end || pid <= 0 || pid > 0x3fffffff) {
+        fprintf(stderr, "pdbsym profile: --pid '%s': a process id (a positive number)\n",
+                argv[i]);
+        return 2;
+      }
+    } else if ((!strcmp(a, "--window") || !strcmp(a, "--duration")) && has_value) {
+      uint64_t ms;
+      if (!cfg_parse_duration_ms(argv[i + 1], &ms) || ms == 0) {
+        fprintf(stderr, "pdbsym profile: %s '%s': a duration such as 500ms, 10s, 2m, 1h\n", a,
+                argv[i + 1]);
+        return 2;
+      }
+      if (!strcmp(a, "--window"))
+        window_ms = ms;
+      else
+        duration_ms = ms;
+      i++;
+    } else if (!strcmp(a, "--out") && has_value) {
+      out_dir = argv[++i];
+    } else if (!strcmp(a, "--format") && has_value) {
+      if (!parse_formats(argv[++i], &formats)) {
+        fprintf(stderr, "pdbsym profile: --format '%s': speedscope, pprof or speedscope,pprof\n",
+                argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(a, "--tee") && has_value) {
+      tee = argv[++i];
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = true;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "pdbsym profile: unknown option '%s'; run 'pdbsym profile --help'\n", a);
+      return 2;
+    } else {
+      fprintf(stderr, "pdbsym profile: unexpected argument '%s' (the process is --pid N)\n", a);
+      return 2;
+    }
+  }
+  if (!pid) {
+    fprintf(stderr, "pdbsym profile: which process? --pid N (run 'pdbsym profile --help')\n");
+    return 2;
+  }
+  if (window_ms < 250 || window_ms > 3600000) {
+    fprintf(stderr, "pdbsym profile: a window of %llu ms: 250ms to 1h\n",
+            (unsigned long long)window_ms);
+    return 2;
+  }
+  if (!getenv("PDBSYM_LOG_LEVEL"))
+    log_set_level("warn");
+  else
+    log_set_level(set.cfg.log_level);
+
+  ps_diag d;
+  ps_diag_clear(&d);
+  char msg[512];
+  prof_outdir *od = NULL;
+  if (prof_outdir_open(out_dir, set.cfg.profile_max_files, set.cfg.profile_max_bytes, &od, &d) !=
+      PS_E_OK) {
+    fprintf(stderr, "pdbsym profile: %s\n", ps_diag_format(&d, msg, sizeof msg));
+    return 1;
+  }
+  engine_config ec;
+  settings_engine_config(&set, &ec);
+  engine *eng = NULL;
+  if (engine_open(&ec, &eng, &d) != PS_E_OK) {
+    fprintf(stderr, "pdbsym profile: cannot open the cache in %s: %s\n", ec.cache_dir,
+            ps_diag_format(&d, msg, sizeof msg));
+    prof_outdir_close(od);
+    return 1;
+  }
+  prof_options po;
+  memset(&po, 0, sizeof po);
+  po.window_ms = window_ms;
+  po.duration_ms = duration_ms;
+  po.formats = formats;
+  po.buffer_mb = (uint32_t)set.cfg.profile_buffer_mb;
+  po.resolve_ms = set.cfg.profile_resolve_timeout * 1000;
+  po.trace.code_budget = (size_t)set.cfg.profile_code_budget;
+  po.trace.stack_budget = (size_t)set.cfg.profile_stack_budget;
+  if (set.cfg.trace_spill_dir[0])
+    po.trace.spill_dir = set.cfg.trace_spill_dir;
+  po.tee_path = tee;
+  po.outdir = od;
+
+  /* the signals stop the session, not the process; poll(2) is interrupted */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  prof_session *s = NULL;
+  int status = 0;
+  if (prof_attach(&po, (int)pid, eng, &s, &d) != PS_E_OK) {
+    fprintf(stderr, "pdbsym profile: %s\n", ps_diag_format(&d, msg, sizeof msg));
+    status = 3;
+  } else {
+    tick_state ts = {!quiet && isatty(2), window_ms};
+    prof_status st;
+    prof_get_status(s, &st);
+    fprintf(stderr, "pdbsym profile: attached to pid %d (%s, .NET %s, CollectTracing%d); "
+                    "windows of %.3g s into %s\n",
+            st.pid, st.comm, st.clr_version[0] ? st.clr_version : "?", st.collect_version,
+            (double)window_ms / 1000.0, out_dir);
+    ps_err e = prof_run(s, &stop_flag, on_tick, &ts, &d);
+    if (ts.tty)
+      fputc('\n', stderr);
+    prof_get_status(s, &st);
+    if (e != PS_E_OK) {
+      fprintf(stderr, "pdbsym profile: pid %d: %s\n", st.pid, ps_diag_format(&d, msg, sizeof msg));
+      status = 1;
+    }
+    printf("profile: pid %d %s: %llu windows in %s (last %s), %llu samples, %llu events "
+           "dropped by the runtime\n",
+           st.pid, st.end_reason, (unsigned long long)st.windows, out_dir,
+           st.last_stem[0] ? st.last_stem : "none", (unsigned long long)st.samples,
+           (unsigned long long)st.dropped_events);
+    prof_close(s);
+  }
+  engine_close(eng);
+  prof_outdir_close(od);
+  return status;
+}
