@@ -39,6 +39,9 @@ static void profile_usage(FILE *out) {
           "                    and .pb.gz, written whole, the oldest removed past\n"
           "                    profile_max_files (1000) or profile_max_bytes (1G)\n"
           "  --format F        speedscope (default), pprof, or speedscope,pprof\n"
+          "  --pdb-dir DIR     look for PDBs (NAME.pdb) and assemblies here first, then\n"
+          "                    beside each module, then the cache and symbol servers;\n"
+          "                    may be given up to %d times\n"
           "  --tee FILE        also copy the session's event stream to FILE, a .nettrace\n"
           "                    file `pdbsym trace` and TraceEvent read (the session then\n"
           "                    runs a rundown when it stops, so the copy names every frame)\n"
@@ -47,7 +50,7 @@ static void profile_usage(FILE *out) {
           "Exit status: 0 profiled until stopped (every window written), 1 the cache could\n"
           "not be opened or a window not written, 2 usage error, 3 the process could not\n"
           "be attached to (the reason on stderr).\n",
-          settings_help());
+          PROF_MAX_PDB_DIRS, settings_help());
 }
 
 static volatile sig_atomic_t stop_flag;
@@ -103,6 +106,8 @@ int cmd_profile(int argc, char **argv) {
   const char *out_dir = set.cfg.profile_dir, *tee = NULL;
   unsigned formats = PROF_SPEEDSCOPE;
   bool quiet = false;
+  const char *pdb_dirs[PROF_MAX_PDB_DIRS];
+  int npdb = 0;
   for (int i = 1; i < argc; i++) {
     int used = settings_flag(&set, argc, argv, &i);
     if (used < 0)
@@ -143,6 +148,12 @@ int cmd_profile(int argc, char **argv) {
                 argv[i]);
         return 2;
       }
+    } else if (!strcmp(a, "--pdb-dir") && has_value) {
+      if (npdb == PROF_MAX_PDB_DIRS) {
+        fprintf(stderr, "pdbsym profile: at most %d --pdb-dir\n", PROF_MAX_PDB_DIRS);
+        return 2;
+      }
+      pdb_dirs[npdb++] = argv[++i];
     } else if (!strcmp(a, "--tee") && has_value) {
       tee = argv[++i];
     } else if (!strcmp(a, "--quiet")) {
@@ -172,21 +183,6 @@ int cmd_profile(int argc, char **argv) {
   ps_diag d;
   ps_diag_clear(&d);
   char msg[512];
-  prof_outdir *od = NULL;
-  if (prof_outdir_open(out_dir, set.cfg.profile_max_files, set.cfg.profile_max_bytes, &od, &d) !=
-      PS_E_OK) {
-    fprintf(stderr, "pdbsym profile: %s\n", ps_diag_format(&d, msg, sizeof msg));
-    return 1;
-  }
-  engine_config ec;
-  settings_engine_config(&set, &ec);
-  engine *eng = NULL;
-  if (engine_open(&ec, &eng, &d) != PS_E_OK) {
-    fprintf(stderr, "pdbsym profile: cannot open the cache in %s: %s\n", ec.cache_dir,
-            ps_diag_format(&d, msg, sizeof msg));
-    prof_outdir_close(od);
-    return 1;
-  }
   prof_options po;
   memset(&po, 0, sizeof po);
   po.window_ms = window_ms;
@@ -194,12 +190,16 @@ int cmd_profile(int argc, char **argv) {
   po.formats = formats;
   po.buffer_mb = (uint32_t)set.cfg.profile_buffer_mb;
   po.resolve_ms = set.cfg.profile_resolve_timeout * 1000;
+  po.io_timeout_ms = set.cfg.profile_ipc_timeout * 1000;
+  po.collect_version = (int)set.cfg.profile_collect_version;
   po.trace.code_budget = (size_t)set.cfg.profile_code_budget;
   po.trace.stack_budget = (size_t)set.cfg.profile_stack_budget;
   if (set.cfg.trace_spill_dir[0])
     po.trace.spill_dir = set.cfg.trace_spill_dir;
   po.tee_path = tee;
-  po.outdir = od;
+  for (int i = 0; i < npdb; i++)
+    po.pdb_dirs[i] = pdb_dirs[i];
+  po.npdb_dirs = npdb;
 
   /* the signals stop the session, not the process; poll(2) is interrupted */
   struct sigaction sa;
@@ -209,34 +209,58 @@ int cmd_profile(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
+  /* attach first: a process that cannot be profiled leaves no folder behind */
   prof_session *s = NULL;
-  int status = 0;
-  if (prof_attach(&po, (int)pid, eng, &s, &d) != PS_E_OK) {
-    fprintf(stderr, "pdbsym profile: %s\n", ps_diag_format(&d, msg, sizeof msg));
-    status = 3;
-  } else {
-    tick_state ts = {!quiet && isatty(2), window_ms};
-    prof_status st;
-    prof_get_status(s, &st);
-    fprintf(stderr, "pdbsym profile: attached to pid %d (%s, .NET %s, CollectTracing%d); "
-                    "windows of %.3g s into %s\n",
-            st.pid, st.comm, st.clr_version[0] ? st.clr_version : "?", st.collect_version,
-            (double)window_ms / 1000.0, out_dir);
-    ps_err e = prof_run(s, &stop_flag, on_tick, &ts, &d);
-    if (ts.tty)
-      fputc('\n', stderr);
-    prof_get_status(s, &st);
-    if (e != PS_E_OK) {
-      fprintf(stderr, "pdbsym profile: pid %d: %s\n", st.pid, ps_diag_format(&d, msg, sizeof msg));
-      status = 1;
-    }
-    printf("profile: pid %d %s: %llu windows in %s (last %s), %llu samples, %llu events "
-           "dropped by the runtime\n",
-           st.pid, st.end_reason, (unsigned long long)st.windows, out_dir,
-           st.last_stem[0] ? st.last_stem : "none", (unsigned long long)st.samples,
-           (unsigned long long)st.dropped_events);
-    prof_close(s);
+  if (prof_attach(&po, (int)pid, NULL, &s, &d) != PS_E_OK) {
+    /* the reasons found by looking at the process say it all; the others
+     * name what was wrong in which answer */
+    if (d.where && !strcmp(d.where, "attach"))
+      fprintf(stderr, "pdbsym profile: %s\n", d.detail);
+    else
+      fprintf(stderr, "pdbsym profile: pid %ld: %s\n", pid, ps_diag_format(&d, msg, sizeof msg));
+    return 3;
   }
+  prof_outdir *od = NULL;
+  engine *eng = NULL;
+  if (prof_outdir_open(out_dir, set.cfg.profile_max_files, set.cfg.profile_max_bytes, &od, &d) !=
+      PS_E_OK) {
+    fprintf(stderr, "pdbsym profile: %s\n", ps_diag_format(&d, msg, sizeof msg));
+    prof_close(s);
+    return 1;
+  }
+  engine_config ec;
+  settings_engine_config(&set, &ec);
+  if (engine_open(&ec, &eng, &d) != PS_E_OK) {
+    fprintf(stderr, "pdbsym profile: cannot open the cache in %s: %s\n", ec.cache_dir,
+            ps_diag_format(&d, msg, sizeof msg));
+    prof_close(s);
+    prof_outdir_close(od);
+    return 1;
+  }
+  prof_set_engine(s, eng);
+  prof_set_outdir(s, od);
+  int status = 0;
+  tick_state ts = {!quiet && isatty(2), window_ms};
+  prof_status st;
+  prof_get_status(s, &st);
+  fprintf(stderr, "pdbsym profile: attached to pid %d (%s, .NET %s, CollectTracing%d); "
+                  "windows of %.3g s into %s\n",
+          st.pid, st.comm, st.clr_version[0] ? st.clr_version : "?", st.collect_version,
+          (double)window_ms / 1000.0, out_dir);
+  ps_err e = prof_run(s, &stop_flag, on_tick, &ts, &d);
+  if (ts.tty)
+    fputc('\n', stderr);
+  prof_get_status(s, &st);
+  if (e != PS_E_OK) {
+    fprintf(stderr, "pdbsym profile: pid %d: %s\n", st.pid, ps_diag_format(&d, msg, sizeof msg));
+    status = 1;
+  }
+  printf("profile: pid %d %s: %llu windows in %s (last %s), %llu samples, %llu events "
+         "dropped by the runtime\n",
+         st.pid, st.end_reason, (unsigned long long)st.windows, out_dir,
+         st.last_stem[0] ? st.last_stem : "none", (unsigned long long)st.samples,
+         (unsigned long long)st.dropped_events);
+  prof_close(s);
   engine_close(eng);
   prof_outdir_close(od);
   return status;

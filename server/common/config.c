@@ -108,6 +108,8 @@ static const cf_setting settings[] = {
     Z(profile_code_budget, "64M", "bytes a session's code map (methods, IL maps) may hold; past it the map is forgotten and rebuilt from a rundown"),
     Z(profile_stack_budget, "8M", "bytes of a window's interned stacks kept in memory before spilling to a file"),
     U(profile_resolve_timeout, "5", "seconds a window's end waits for a module's symbols (a module still downloading is named in a later window)"),
+    U(profile_ipc_timeout, "10", "seconds each diagnostic IPC connect, write and read may take"),
+    U(profile_collect_version, "5", "the newest CollectTracing command tried (2 to 5); older ones follow when a runtime does not know it"),
     U(max_profiled_processes, "4", "processes profiled at once, a thread each; more named processes wait for a free one"),
     S(log_level, "info", "debug, info, warn or error (JSON lines on stderr)"),
 };

@@ -97,6 +97,8 @@ typedef struct {
   uint64_t profile_code_budget;  /* bytes of a session's code map */
   uint64_t profile_stack_budget; /* bytes of a window's interned stacks in memory */
   uint64_t profile_resolve_timeout; /* seconds a window's cut waits for a module */
+  uint64_t profile_ipc_timeout;     /* seconds: each diagnostic IPC connect, write and read */
+  uint64_t profile_collect_version; /* the newest CollectTracing version tried (2 to 5) */
   uint64_t max_profiled_processes;  /* sessions at once (a thread each) */
   char log_level[16];          /* debug, info, warn, error */
   char config_file[1024];      /* the file read, "" if none */

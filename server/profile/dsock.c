@@ -3,6 +3,7 @@
  * (see dsock.h).
  */
 #define _GNU_SOURCE /* O_PATH */
+#define NOPOS ((size_t)-1) /* a diagnostic about no place in a file */
 #include "dsock.h"
 
 #include <dirent.h>
@@ -195,7 +196,7 @@ ps_err ds_target_find(int pid, ds_target *t, ps_diag *d) {
   struct stat st;
   snprintf(path, sizeof path, "/proc/%d", pid);
   if (pid <= 0 || stat(path, &st) != 0)
-    return ps_diag_set(d, PS_E_NOT_FOUND, "attach", 0, "no process %d", pid);
+    return ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS, "no process %d", pid);
   snprintf(path, sizeof path, "/proc/%d/comm", pid);
   if (read_small(path, t->comm, sizeof t->comm) > 0)
     t->comm[strcspn(t->comm, "\n")] = '\0';
@@ -205,7 +206,7 @@ ps_err ds_target_find(int pid, ds_target *t, ps_diag *d) {
   size_t env_cap = 1 << 17;
   char *env = malloc(env_cap);
   if (!env)
-    return ps_diag_set(d, PS_E_NOMEM, "attach", 0, "out of memory");
+    return ps_diag_set(d, PS_E_NOMEM, "attach", NOPOS, "out of memory");
   snprintf(path, sizeof path, "/proc/%d/environ", pid);
   ssize_t en = read_small(path, env, env_cap);
   const char *tmpdir = NULL;
@@ -233,11 +234,11 @@ ps_err ds_target_find(int pid, ds_target *t, ps_diag *d) {
     t->dir_fd = open(t->sock_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (t->dir_fd < 0) {
     if (root_errno == EACCES || root_errno == EPERM)
-      return ps_diag_set(d, PS_E_IO, "attach", 0,
+      return ps_diag_set(d, PS_E_IO, "attach", NOPOS,
                          "may not look into process %d (%s, uid %u) from uid %u: run pdbsym "
                          "as uid %u or as root",
                          pid, t->comm, (unsigned)t->uid, (unsigned)me, (unsigned)t->uid);
-    return ps_diag_set(d, PS_E_NOT_FOUND, "attach", 0,
+    return ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS,
                        "process %d (%s) has no folder %s for its diagnostic socket: %s", pid,
                        t->comm, t->sock_dir, strerror(root_errno));
   }
@@ -255,22 +256,22 @@ ps_err ds_target_find(int pid, ds_target *t, ps_diag *d) {
   int clr = maps_coreclr(pid);
   ps_err e;
   if (diag_off)
-    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", 0,
-                    "process %d (%s) runs with DOTNET_EnableDiagnostics=0, so its runtime opens "
-                    "no diagnostic socket: restart it without that variable (or with it set to 1)",
+    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS,
+                    "process %d (%s) runs with DOTNET_EnableDiagnostics=0: it opens no diagnostic "
+                    "socket; restart it without that variable",
                     pid, t->comm);
   else if (clr == 0)
-    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", 0,
+    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS,
                     "process %d (%s) is not a .NET process: it has not loaded libcoreclr.so and "
                     "has no dotnet-diagnostic socket in %s",
                     pid, t->comm, t->sock_dir);
   else if (en < 0 && (t->uid != me && me != 0))
-    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", 0,
+    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS,
                     "process %d (%s) belongs to uid %u and has no dotnet-diagnostic socket in %s "
                     "(its own TMPDIR could not be read from uid %u): run pdbsym as uid %u or root",
                     pid, t->comm, (unsigned)t->uid, t->sock_dir, (unsigned)me, (unsigned)t->uid);
   else
-    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", 0,
+    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS,
                     "process %d (%s) has no dotnet-diagnostic-%d-*-socket in %s: not a .NET "
                     "process, a runtime older than .NET Core 3.0, or still starting",
                     pid, t->comm, t->ns_pid, t->sock_dir);
@@ -291,13 +292,13 @@ static int dial_unix(ds_target *t, uint64_t deadline_ms, ps_diag *d) {
   int n = snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%s", t->dir_fd,
                    t->sock_name);
   if (n < 0 || (size_t)n >= sizeof sa.sun_path) {
-    ps_diag_set(d, PS_E_INVALID, "attach", 0, "socket name %s too long", t->sock_name);
+    ps_diag_set(d, PS_E_INVALID, "attach", NOPOS, "socket name %s too long", t->sock_name);
     return -1;
   }
   for (;;) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-      ps_diag_set(d, PS_E_IO, "attach", 0, "socket: %s", strerror(errno));
+      ps_diag_set(d, PS_E_IO, "attach", NOPOS, "socket: %s", strerror(errno));
       return -1;
     }
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
@@ -310,20 +311,20 @@ static int dial_unix(ds_target *t, uint64_t deadline_ms, ps_diag *d) {
       continue;
     }
     if (e == EACCES || e == EPERM)
-      ps_diag_set(d, PS_E_IO, "attach", 0,
+      ps_diag_set(d, PS_E_IO, "attach", NOPOS,
                   "permission denied on %s/%s: it belongs to uid %u and pdbsym runs as uid %u; "
                   "run pdbsym as that user or as root",
                   t->sock_dir, t->sock_name, (unsigned)t->uid, (unsigned)geteuid());
     else if (e == ECONNREFUSED || e == ENOENT)
-      ps_diag_set(d, PS_E_NETWORK, "attach", 0,
+      ps_diag_set(d, PS_E_NETWORK, "attach", NOPOS,
                   "nothing listens on %s/%s: the process is exiting, or the socket is a dead "
                   "process's",
                   t->sock_dir, t->sock_name);
     else if (e == EAGAIN)
-      ps_diag_set(d, PS_E_TIMEOUT, "attach", 0, "connecting to %s/%s timed out", t->sock_dir,
+      ps_diag_set(d, PS_E_TIMEOUT, "attach", NOPOS, "connecting to %s/%s timed out", t->sock_dir,
                   t->sock_name);
     else
-      ps_diag_set(d, PS_E_NETWORK, "attach", 0, "connect %s/%s: %s", t->sock_dir, t->sock_name,
+      ps_diag_set(d, PS_E_NETWORK, "attach", NOPOS, "connect %s/%s: %s", t->sock_dir, t->sock_name,
                   strerror(e));
     return -1;
   }
@@ -335,14 +336,14 @@ static ps_err wait_fd(int fd, short ev, uint64_t deadline_ms, ps_diag *d, const 
   for (;;) {
     uint64_t now = ds_now_ms();
     if (now >= deadline_ms)
-      return ps_diag_set(d, PS_E_TIMEOUT, "diagnostic IPC", 0, "%s timed out", what);
+      return ps_diag_set(d, PS_E_TIMEOUT, "diagnostic IPC", NOPOS, "%s timed out", what);
     struct pollfd p = {fd, ev, 0};
     uint64_t left = deadline_ms - now;
     int r = poll(&p, 1, left > 1000 ? 1000 : (int)left);
     if (r > 0)
       return PS_E_OK;
     if (r < 0 && errno != EINTR)
-      return ps_diag_set(d, PS_E_IO, "diagnostic IPC", 0, "poll: %s", strerror(errno));
+      return ps_diag_set(d, PS_E_IO, "diagnostic IPC", NOPOS, "poll: %s", strerror(errno));
   }
 }
 
@@ -361,7 +362,7 @@ ps_err ds_send_all(int fd, const void *p, size_t n, uint64_t deadline_ms, ps_dia
         return e;
       continue;
     }
-    return ps_diag_set(d, PS_E_NETWORK, "diagnostic IPC", 0, "send: %s",
+    return ps_diag_set(d, PS_E_NETWORK, "diagnostic IPC", NOPOS, "send: %s",
                        w < 0 ? strerror(errno) : "nothing sent");
   }
   return PS_E_OK;
@@ -378,7 +379,7 @@ ps_err ds_recv_all(int fd, void *p, size_t n, uint64_t deadline_ms, ps_diag *d) 
       continue;
     }
     if (r == 0)
-      return ps_diag_set(d, PS_E_NETWORK, "diagnostic IPC", want - n,
+      return ps_diag_set(d, PS_E_NETWORK, "diagnostic IPC", NOPOS,
                          "the runtime closed the connection after %zu of %zu bytes", want - n,
                          want);
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
@@ -387,7 +388,7 @@ ps_err ds_recv_all(int fd, void *p, size_t n, uint64_t deadline_ms, ps_diag *d) 
         return e;
       continue;
     }
-    return ps_diag_set(d, PS_E_NETWORK, "diagnostic IPC", 0, "recv: %s", strerror(errno));
+    return ps_diag_set(d, PS_E_NETWORK, "diagnostic IPC", NOPOS, "recv: %s", strerror(errno));
   }
   return PS_E_OK;
 }
@@ -430,7 +431,7 @@ ps_err ds_command(ds_target *t, const uint8_t *msg, size_t len, uint64_t timeout
   if (!e) {
     size_t n = (size_t)h->size - DS_HEADER_SIZE;
     if (n > cap)
-      e = ps_diag_set(d, PS_E_LIMIT, "diagnostic IPC", 0,
+      e = ps_diag_set(d, PS_E_LIMIT, "diagnostic IPC", NOPOS,
                       "the answer to %s has %zu bytes, more than the %zu expected", what, n, cap);
     else if (n)
       e = ds_recv_all(fd, payload, n, deadline, d);
@@ -444,10 +445,17 @@ ps_err ds_command(ds_target *t, const uint8_t *msg, size_t len, uint64_t timeout
       const char *name = ds_hresult_name(r.hresult);
       bool unknown = r.hresult == DS_E_UNKNOWN_COMMAND || r.hresult == DS_E_BAD_ENCODING ||
                      r.hresult == DS_E_UNKNOWN_MAGIC;
-      e = ps_diag_set(d, unknown ? PS_E_UNSUPPORTED : PS_E_INVALID, "diagnostic IPC", 0,
+      t->last_hresult = r.hresult;
+      e = ps_diag_set(d, unknown ? PS_E_UNSUPPORTED : PS_E_INVALID, "diagnostic IPC", NOPOS,
                       "%s refused: %s (0x%08x): %s", what, name ? name : "HRESULT", r.hresult,
                       ds_hresult_text(r.hresult));
     }
+  }
+  if (e != PS_E_OK && strncmp(d->detail, what, strlen(what)) != 0) { /* say which answer */
+    char detail[sizeof d->detail];
+    snprintf(detail, sizeof detail, "%s", d->detail);
+    int room = (int)(sizeof d->detail - strlen(what) - 3);
+    snprintf(d->detail, sizeof d->detail, "%s: %.*s", what, room > 0 ? room : 0, detail);
   }
   if (e == PS_E_OK && fd_out) {
     *fd_out = fd;
@@ -480,21 +488,29 @@ ps_err ds_ask_process_info(ds_target *t, uint64_t timeout_ms, ds_process_info *o
     *kind = k;
     return PS_E_OK;
   }
-  return ps_diag_set(d, PS_E_UNSUPPORTED, "diagnostic IPC", 0, "no ProcessInfo answered");
+  return ps_diag_set(d, PS_E_UNSUPPORTED, "diagnostic IPC", NOPOS, "no ProcessInfo answered");
 }
 
-ps_err ds_start_collect(ds_target *t, const ds_collect *c, uint64_t timeout_ms, int *fd,
-                  uint64_t *session, int *version, ps_diag *d) {
+ps_err ds_start_collect(ds_target *t, const ds_collect *c, int newest, uint64_t timeout_ms,
+                        int *fd, uint64_t *session, int *version, ps_diag *d) {
   uint8_t msg[4096], payload[64];
   ps_diag last;
   ps_diag_clear(&last);
-  for (int v = 5; v >= 2; v--) {
+  if (newest < 2 || newest > 5)
+    newest = 5;
+  uint32_t last_hr = 0;
+  for (int v = newest; v >= 2; v--) {
     ps_diag cd;
     ps_diag_clear(&cd);
     size_t len;
     ps_err e = ds_build_collect(v, c, msg, sizeof msg, &len, &cd);
-    if (e == PS_E_UNSUPPORTED) /* this version cannot say what c asks */
-      continue;
+    if (e == PS_E_UNSUPPORTED) { /* this version cannot say what c asks: the nearest it can */
+      ds_collect near = *c;
+      near.stackwalk = true;
+      near.rundown_keyword = c->rundown_keyword ? DS_DEFAULT_RUNDOWN_KEYWORD : 0;
+      ps_diag_clear(&cd);
+      e = ds_build_collect(v, &near, msg, sizeof msg, &len, &cd);
+    }
     if (e) {
       *d = cd;
       return e;
@@ -504,6 +520,7 @@ ps_err ds_start_collect(ds_target *t, const ds_collect *c, uint64_t timeout_ms, 
     e = ds_command(t, msg, len, timeout_ms, &h, payload, sizeof payload, &got, fd, &cd);
     if (e == PS_E_UNSUPPORTED) {
       last = cd;
+      last_hr = t->last_hresult;
       continue;
     }
     if (!e)
@@ -518,10 +535,11 @@ ps_err ds_start_collect(ds_target *t, const ds_collect *c, uint64_t timeout_ms, 
     *version = v;
     return PS_E_OK;
   }
-  return ps_diag_set(d, PS_E_UNSUPPORTED, "attach", 0,
-                     "the runtime refused CollectTracing 5, 4, 3 and 2 (%s): .NET 5 or later is "
-                     "needed to profile it",
-                     last.detail[0] ? last.detail : "no answer");
+  (void)last;
+  return ps_diag_set(d, PS_E_UNSUPPORTED, "attach", NOPOS,
+                     "the runtime refused CollectTracing %d to 2 (%s, 0x%08x): it is too old to "
+                     "profile; .NET 5 or later is needed",
+                     newest, ds_hresult_name(last_hr) ? ds_hresult_name(last_hr) : "?", last_hr);
 }
 
 ps_err ds_stop(ds_target *t, uint64_t session, uint64_t timeout_ms, ps_diag *d) {

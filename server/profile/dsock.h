@@ -46,6 +46,7 @@ struct ds_target {
   /* a connection to the runtime's diagnostic server, or -1 with d set */
   int (*dial)(ds_target *t, uint64_t deadline_ms, ps_diag *d);
   void *dial_ctx;
+  uint32_t last_hresult; /* of the last error reply */
 };
 
 /* Finds pid's diagnostic socket.  The error says why there is none, and what
@@ -74,12 +75,12 @@ ps_err ds_ask_process_info(ds_target *t, uint64_t timeout_ms, ds_process_info *o
                        ps_diag *d);
 
 /* Starts an EventPipe session streamed on a new connection (*fd, non-blocking):
- * CollectTracing5, falling back to 4, 3 and 2 while the runtime answers
+ * CollectTracing<newest> (2-5), falling back to older ones down to 2 while the runtime answers
  * unknown command or bad encoding (older runtimes); *version the one used.
  * A runtime that refuses all four is PS_E_UNSUPPORTED naming .NET 5 as the
  * oldest that pdbsym can profile. */
-ps_err ds_start_collect(ds_target *t, const ds_collect *c, uint64_t timeout_ms, int *fd,
-                  uint64_t *session, int *version, ps_diag *d);
+ps_err ds_start_collect(ds_target *t, const ds_collect *c, int newest, uint64_t timeout_ms,
+                        int *fd, uint64_t *session, int *version, ps_diag *d);
 
 /* StopTracing of session, on a new connection. */
 ps_err ds_stop(ds_target *t, uint64_t session, uint64_t timeout_ms, ps_diag *d);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define NOPOS ((size_t)-1) /* a diagnostic about no place in a file */
 #include "prof_int.h"
 #include "profile.h"
 
@@ -35,23 +36,23 @@ ps_err prof_outdir_open(const char *dir, uint64_t max_files, uint64_t max_bytes,
                         prof_outdir **out, ps_diag *d) {
   *out = NULL;
   if (!dir || !*dir || strlen(dir) >= 1000)
-    return ps_diag_set(d, PS_E_INVALID, "profile output", 0, "no folder, or a path over 999 bytes");
+    return ps_diag_set(d, PS_E_INVALID, "profile output", NOPOS, "no folder, or a path over 999 bytes");
   if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-    return ps_diag_set(d, PS_E_IO, "profile output", 0, "cannot create %s: %s", dir,
+    return ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "cannot create %s: %s", dir,
                        strerror(errno));
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return ps_diag_set(d, PS_E_IO, "profile output", 0, "%s is not a folder", dir);
+    return ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "%s is not a folder", dir);
   if (access(dir, W_OK) != 0)
-    return ps_diag_set(d, PS_E_IO, "profile output", 0, "cannot write in %s: %s", dir,
+    return ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "cannot write in %s: %s", dir,
                        strerror(errno));
   prof_outdir *o = calloc(1, sizeof *o);
   if (!o)
-    return ps_diag_set(d, PS_E_NOMEM, "profile output", 0, "out of memory");
+    return ps_diag_set(d, PS_E_NOMEM, "profile output", NOPOS, "out of memory");
   o->index = calloc(INDEX_MAX, sizeof *o->index);
   if (!o->index) {
     free(o);
-    return ps_diag_set(d, PS_E_NOMEM, "profile output", 0, "out of memory");
+    return ps_diag_set(d, PS_E_NOMEM, "profile output", NOPOS, "out of memory");
   }
   pthread_mutex_init(&o->mu, NULL);
   snprintf(o->dir, sizeof o->dir, "%s", dir);
@@ -234,17 +235,17 @@ ps_err prof_outdir_write(prof_outdir *o, trace_job *j, unsigned formats, int pid
     if (!out) {
       if (fd >= 0)
         close(fd);
-      return ps_diag_set(d, PS_E_IO, "profile output", 0, "cannot write %s: %s", tmp,
+      return ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "cannot write %s: %s", tmp,
                          strerror(errno));
     }
     e = trace_job_write(j, f == PROF_PPROF ? TRACE_PPROF : TRACE_SPEEDSCOPE, to_file, out, d);
     if (fflush(out) != 0 || fsync(fileno(out)) != 0) {
       if (!e)
-        e = ps_diag_set(d, PS_E_IO, "profile output", 0, "writing %s: %s", tmp, strerror(errno));
+        e = ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "writing %s: %s", tmp, strerror(errno));
     }
     fclose(out);
     if (!e && rename(tmp, path) != 0)
-      e = ps_diag_set(d, PS_E_IO, "profile output", 0, "rename to %s: %s", path, strerror(errno));
+      e = ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "rename to %s: %s", path, strerror(errno));
     if (e)
       unlink(tmp);
   }

@@ -46,6 +46,7 @@
 #define PROF_DEFAULT_MAX_BYTES ((uint64_t)1 << 30)
 
 enum { PROF_SPEEDSCOPE = 1, PROF_PPROF = 2 };
+#define PROF_MAX_PDB_DIRS 16
 
 /* ---- the output folder ---- */
 
@@ -86,12 +87,16 @@ typedef struct {
   unsigned formats;        /* PROF_SPEEDSCOPE and/or PROF_PPROF */
   uint32_t buffer_mb;      /* the runtime's buffer for the main session (profile_buffer_mb) */
   uint64_t io_timeout_ms;  /* every connect, read and write of a command */
+  int collect_version;     /* the newest CollectTracing tried (2-5; 0: 5) */
   uint64_t resolve_ms;     /* at a cut, how long a module may be waited for */
   trace_options trace;     /* stack_budget, code_budget, max_block, spill_dir */
   const char *tee_path;    /* a copy of the main session's stream (a .nettrace file);
                               the main session then runs the rundown when it stops, so
                               the copy names every frame on its own */
   prof_outdir *outdir;     /* borrowed */
+  const char *pdb_dirs[PROF_MAX_PDB_DIRS]; /* looked in first for NAME.pdb (and an
+                                              assembly with one embedded) */
+  int npdb_dirs;
 } prof_options;
 
 typedef struct {
@@ -135,6 +140,11 @@ ps_err prof_run(prof_session *s, volatile sig_atomic_t *stop, prof_tick_fn tick,
                 ps_diag *d);
 
 void prof_get_status(prof_session *s, prof_status *out);
+/* The engine (cache, symbol servers) a session names modules with; it may
+ * be set after the attach, before prof_run (NULL: local files only). */
+void prof_set_engine(prof_session *s, engine *e);
+/* The folder windows go into; set before prof_run when not in the options. */
+void prof_set_outdir(prof_session *s, prof_outdir *o);
 void prof_close(prof_session *s);
 
 /* The process's resident set size, bytes (VmRSS), 0 if unknown. */

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define NOPOS ((size_t)-1) /* a diagnostic about no place in a file */
 #include "dsock.h"
 #include "filemap.h"
 #include "prof_int.h"
@@ -134,6 +135,10 @@ static void set_state(prof_session *s, const char *state, const char *reason) {
   pthread_mutex_unlock(&s->mu);
 }
 
+void prof_set_engine(prof_session *s, engine *e) { s->eng = e; }
+
+void prof_set_outdir(prof_session *s, prof_outdir *o) { s->opt.outdir = o; }
+
 void prof_get_status(prof_session *s, prof_status *out) {
   pthread_mutex_lock(&s->mu);
   *out = s->st;
@@ -186,9 +191,15 @@ static bool load_local(const char *pdb, const char *image, const module_id *m, s
 /* the PDB beside the module (NAME.pdb), or embedded in it */
 static bool local_lookup(void *ctx, const module_id *m, const char *il_path, symtab *st) {
   const prof_session *s = ctx;
+  char il[2048], pdb[2300];
+  for (int i = 0; i < s->opt.npdb_dirs; i++) { /* the folders named on the command line */
+    snprintf(pdb, sizeof pdb, "%s/%s", s->opt.pdb_dirs[i], m->debug_file);
+    snprintf(il, sizeof il, "%s/%s", s->opt.pdb_dirs[i], m->code_file);
+    if (load_local(pdb, il, m, st) || (*m->code_file && load_local(il, NULL, m, st)))
+      return true;
+  }
   if (!il_path || il_path[0] != '/')
     return false;
-  char il[2048], pdb[2300];
   target_path(s, il_path, il, sizeof il);
   const char *slash = strrchr(il, '/');
   if (!slash)
@@ -246,7 +257,7 @@ static ps_err start_main(prof_session *s, ps_diag *d) {
   };
   ds_collect c = {s->opt.buffer_mb, s->opt.tee_path ? DS_DEFAULT_RUNDOWN_KEYWORD : 0, true, p, 2};
   int version = 0;
-  ps_err e = ds_start_collect(&s->t, &c, s->opt.io_timeout_ms, &s->fd, &s->sid, &version, d);
+  ps_err e = ds_start_collect(&s->t, &c, s->opt.collect_version, s->opt.io_timeout_ms, &s->fd, &s->sid, &version, d);
   if (e)
     return e;
   pthread_mutex_lock(&s->mu);
@@ -265,7 +276,7 @@ static ps_err start_rundown(prof_session *s, ps_diag *d) {
   if (e)
     return e;
   int version = 0;
-  e = ds_start_collect(&s->t, &c, s->opt.io_timeout_ms, &s->rd_fd, &s->rd_sid, &version, d);
+  e = ds_start_collect(&s->t, &c, s->opt.collect_version, s->opt.io_timeout_ms, &s->rd_fd, &s->rd_sid, &version, d);
   if (e) {
     trace_job_close(s->rd_job);
     s->rd_job = NULL;
@@ -393,6 +404,34 @@ static ps_err cut_window(prof_session *s, ps_diag *d) {
   return e;
 }
 
+/* no process pid, or only its zombie (its parent has not reaped it yet) */
+static bool process_gone_now(int pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return true;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* A runtime ends its sessions while it shuts down, a little before the
+ * process is gone: wait for that a moment (at most 2 s). */
+static bool process_gone(int pid) {
+  if (pid <= 0)
+    return false;
+  for (int i = 0; i < 40; i++) {
+    if (process_gone_now(pid))
+      return true;
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
 /* read what fd has (at most one chunk): > 0 bytes, 0 at its end, -1 nothing now */
 static ssize_t read_some(int fd, uint8_t *buf) {
   ssize_t n = recv(fd, buf, READ_CHUNK, 0);
@@ -406,7 +445,7 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
   *out = NULL;
   prof_session *s = calloc(1, sizeof *s);
   if (!s)
-    return ps_diag_set(d, PS_E_NOMEM, "attach", 0, "out of memory");
+    return ps_diag_set(d, PS_E_NOMEM, "attach", NOPOS, "out of memory");
   s->opt = *o;
   if (!s->opt.window_ms)
     s->opt.window_ms = PROF_DEFAULT_WINDOW_MS;
@@ -434,7 +473,7 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
   ps_err err = PS_E_OK;
   s->rbuf = malloc(READ_CHUNK);
   if (!s->rbuf)
-    err = ps_diag_set(d, PS_E_NOMEM, "attach", 0, "out of memory");
+    err = ps_diag_set(d, PS_E_NOMEM, "attach", NOPOS, "out of memory");
   ds_process_info info;
   int kind = 0;
   if (!err)
@@ -455,7 +494,7 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
     if (s->opt.tee_path) {
       s->tee = fopen(s->opt.tee_path, "wbe");
       if (!s->tee)
-        err = ps_diag_set(d, PS_E_IO, "attach", 0, "cannot write %s: %s", s->opt.tee_path,
+        err = ps_diag_set(d, PS_E_IO, "attach", NOPOS, "cannot write %s: %s", s->opt.tee_path,
                           strerror(errno));
     }
   }
@@ -471,6 +510,11 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
     }
   }
   if (err) {
+    if (s->tee) { /* nothing left behind */
+      fclose(s->tee);
+      s->tee = NULL;
+      unlink(s->opt.tee_path);
+    }
     prof_close(s);
     return err;
   }
@@ -629,7 +673,7 @@ ps_err prof_run(prof_session *s, volatile sig_atomic_t *stop, prof_tick_fn tick,
       wait = 250; /* the stop flag and the tick are looked at four times a second */
     int r = poll(p, (nfds_t)np, (int)wait);
     if (r < 0 && errno != EINTR) {
-      err = ps_diag_set(d, PS_E_IO, "profile", 0, "poll: %s", strerror(errno));
+      err = ps_diag_set(d, PS_E_IO, "profile", NOPOS, "poll: %s", strerror(errno));
       break;
     }
     if (r <= 0)
@@ -653,10 +697,7 @@ ps_err prof_run(prof_session *s, volatile sig_atomic_t *stop, prof_tick_fn tick,
       if (err)
         break;
       if (!main_open && !stopping) { /* the runtime ended the stream: the process exited */
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d", s->t.pid);
-        reason = s->t.pid > 0 && access(path, F_OK) != 0 ? "the process exited"
-                                                         : "the runtime ended the session";
+        reason = process_gone(s->t.pid) ? "the process exited" : "the runtime ended the session";
         stopping = true;
         set_state(s, "stopping", NULL);
       }

@@ -166,7 +166,8 @@ static size_t reply(uint8_t *p, uint8_t id, const uint8_t *payload, size_t n) {
   p[16] = 0xFF;
   p[17] = id;
   p[18] = p[19] = 0;
-  memcpy(p + 20, payload, n);
+  if (n)
+    memcpy(p + 20, payload, n);
   return 20 + n;
 }
 

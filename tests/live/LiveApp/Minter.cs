@@ -1,0 +1,67 @@
+using System;
+using System.Linq.Expressions;
+using System.Reflection.Emit;
+using System.Text.RegularExpressions;
+using System.Threading;
+
+namespace Live.App.Minting
+{
+    // New methods every second, dropped after use so the runtime can unload
+    // them: a DynamicMethod, a compiled Regex and a compiled expression tree,
+    // each different from the last (new constants, new patterns).
+    internal static class Minter
+    {
+        public static long Made;
+
+        public static void Run()
+        {
+            int round = 0;
+            while (!Program.Stop)
+            {
+                round++;
+                long sum = Dynamic(round) + RegexCount(round) + Expr(round);
+                Interlocked.Add(ref Made, 3);
+                GC.KeepAlive(sum);
+                if (round % 10 == 0)
+                    GC.Collect();
+                Thread.Sleep(1000);
+            }
+        }
+
+        private static long Dynamic(int k)
+        {
+            var dm = new DynamicMethod("minted_" + k, typeof(long), new[] { typeof(long) });
+            var il = dm.GetILGenerator();
+            il.Emit(OpCodes.Ldarg_0);
+            il.Emit(OpCodes.Ldc_I8, (long)k);
+            il.Emit(OpCodes.Mul);
+            il.Emit(OpCodes.Ret);
+            var f = (Func<long, long>)dm.CreateDelegate(typeof(Func<long, long>));
+            long s = 0;
+            for (int i = 0; i < 200000; i++)
+                s += f(i);
+            return s;
+        }
+
+        private static long RegexCount(int k)
+        {
+            var re = new Regex("a{" + (k % 7 + 1) + "}b" + k, RegexOptions.Compiled);
+            long n = 0;
+            string text = new string('a', 50) + "b" + k;
+            for (int i = 0; i < 2000; i++)
+                n += re.Matches(text).Count;
+            return n;
+        }
+
+        private static long Expr(int k)
+        {
+            var x = Expression.Parameter(typeof(long), "x");
+            var body = Expression.Add(Expression.Multiply(x, Expression.Constant((long)k)), Expression.Constant((long)(k * 7)));
+            var f = Expression.Lambda<Func<long, long>>(body, x).Compile();
+            long s = 0;
+            for (int i = 0; i < 200000; i++)
+                s += f(i);
+            return s;
+        }
+    }
+}
