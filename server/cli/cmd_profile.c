@@ -59,23 +59,6 @@ static void on_signal(int sig) {
   stop_flag = 1;
 }
 
-static bool parse_formats(const char *s, unsigned *out) {
-  *out = 0;
-  char buf[64];
-  if (strlen(s) >= sizeof buf)
-    return false;
-  memcpy(buf, s, strlen(s) + 1);
-  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    if (!strcmp(t, "speedscope"))
-      *out |= PROF_SPEEDSCOPE;
-    else if (!strcmp(t, "pprof"))
-      *out |= PROF_PPROF;
-    else
-      return false;
-  }
-  return *out != 0;
-}
-
 typedef struct {
   bool tty;
   uint64_t window_ms;
@@ -143,7 +126,7 @@ int cmd_profile(int argc, char **argv) {
     } else if (!strcmp(a, "--out") && has_value) {
       out_dir = argv[++i];
     } else if (!strcmp(a, "--format") && has_value) {
-      if (!parse_formats(argv[++i], &formats)) {
+      if (!settings_profile_formats(argv[++i], &formats)) {
         fprintf(stderr, "pdbsym profile: --format '%s': speedscope, pprof or speedscope,pprof\n",
                 argv[i]);
         return 2;
@@ -184,18 +167,10 @@ int cmd_profile(int argc, char **argv) {
   ps_diag_clear(&d);
   char msg[512];
   prof_options po;
-  memset(&po, 0, sizeof po);
+  settings_profile_options(&set.cfg, &po);
   po.window_ms = window_ms;
   po.duration_ms = duration_ms;
   po.formats = formats;
-  po.buffer_mb = (uint32_t)set.cfg.profile_buffer_mb;
-  po.resolve_ms = set.cfg.profile_resolve_timeout * 1000;
-  po.io_timeout_ms = set.cfg.profile_ipc_timeout * 1000;
-  po.collect_version = (int)set.cfg.profile_collect_version;
-  po.trace.code_budget = (size_t)set.cfg.profile_code_budget;
-  po.trace.stack_budget = (size_t)set.cfg.profile_stack_budget;
-  if (set.cfg.trace_spill_dir[0])
-    po.trace.spill_dir = set.cfg.trace_spill_dir;
   po.tee_path = tee;
   for (int i = 0; i < npdb; i++)
     po.pdb_dirs[i] = pdb_dirs[i];

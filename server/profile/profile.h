@@ -147,6 +147,48 @@ void prof_set_engine(prof_session *s, engine *e);
 void prof_set_outdir(prof_session *s, prof_outdir *o);
 void prof_close(prof_session *s);
 
+/* ---- the processes `pdbsym serve` profiles ---- */
+
+typedef struct {
+  const char *pids;          /* profile_pids: "123, 456" */
+  const char *command;       /* profile_command: a shell pattern of /proc/PID/comm, or "" */
+  uint64_t scan_interval_ms; /* profile_scan_interval */
+  unsigned max_sessions;     /* max_profiled_processes: a thread each */
+  const char *out_dir;       /* profile_dir */
+  uint64_t max_files, max_bytes;
+  prof_options session;      /* window, formats, budgets, timeouts (outdir set here) */
+} prof_manager_config;
+
+typedef struct prof_manager prof_manager;
+
+/* false with a message naming the setting when c cannot work */
+bool prof_manager_check(const prof_manager_config *c, char *err, size_t cap);
+/* Opens the output folder, and starts the scanner thread when c names any
+ * process (profile_pids or profile_command). */
+ps_err prof_manager_start(const prof_manager_config *c, engine *e, prof_manager **out,
+                          ps_diag *d);
+/* true when the settings name processes to profile */
+bool prof_manager_active(const prof_manager *m);
+/* Stops every session (StopTracing, the last window written) and the
+ * scanner; the manager still answers prof_manager_list and its folder until
+ * prof_manager_free (which stops it first if need be). */
+void prof_manager_stop(prof_manager *m);
+void prof_manager_free(prof_manager *m);
+prof_outdir *prof_manager_outdir(prof_manager *m);
+/* The sessions running, then those ended (newest first, a fixed number kept):
+ * up to cap into out; returns how many. */
+size_t prof_manager_list(prof_manager *m, prof_status *out, size_t cap);
+
+/* Process-wide counters of every session, for /metrics. */
+typedef struct {
+  uint64_t windows, samples, dropped_events, rundowns, code_resets;
+  uint64_t attach_failures, sessions_started, sessions_active;
+} prof_metrics;
+void prof_get_metrics(prof_metrics *m);
+void prof_count_window(uint64_t samples, uint64_t dropped);
+void prof_count_rundown(void);
+void prof_count_code_reset(void);
+
 /* The process's resident set size, bytes (VmRSS), 0 if unknown. */
 uint64_t prof_self_rss(void);
 

@@ -288,6 +288,7 @@ static ps_err start_rundown(prof_session *s, ps_diag *d) {
   pthread_mutex_lock(&s->mu);
   s->st.rundowns++;
   pthread_mutex_unlock(&s->mu);
+  prof_count_rundown();
   return PS_E_OK;
 }
 
@@ -391,6 +392,7 @@ static ps_err cut_window(prof_session *s, ps_diag *d) {
     s->st.dropped_events += dropped;
     snprintf(s->st.last_stem, sizeof s->st.last_stem, "%s", stem);
     pthread_mutex_unlock(&s->mu);
+    prof_count_window(samples, dropped);
     plog(LOG_INFO, s->t.pid, "window %llu written (%s): %llu samples, %llu events dropped", (unsigned long long)s->seq, stem, (unsigned long long)samples,
              (unsigned long long)dropped);
     e = trace_job_next_window(s->job, d);
@@ -631,6 +633,7 @@ ps_err prof_run(prof_session *s, volatile sig_atomic_t *stop, prof_tick_fn tick,
       if (err)
         break;
       trace_job_forget_code(s->job);
+      prof_count_code_reset();
       ps_diag rd;
       ps_diag_clear(&rd);
       if (start_rundown(s, &rd) != PS_E_OK) {
@@ -639,12 +642,14 @@ ps_err prof_run(prof_session *s, volatile sig_atomic_t *stop, prof_tick_fn tick,
                  ps_diag_format(&rd, msg, sizeof msg));
       }
     }
-    if (tick && now - last_tick >= 1000) {
+    if (now - last_tick >= 1000) { /* the status a progress line or /profiles reads */
       last_tick = now;
       update_status(s);
-      prof_status st;
-      prof_get_status(s, &st);
-      tick(tctx, &st);
+      if (tick) {
+        prof_status st;
+        prof_get_status(s, &st);
+        tick(tctx, &st);
+      }
     }
     /* wait for bytes, at most until the next thing to do */
     struct pollfd p[4];

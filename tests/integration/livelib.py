@@ -5,7 +5,9 @@ reading windows back (speedscope and pprof), and comparing samples.
 Python standard library only; the .NET SDK and NuGet are needed (the tests
 skip, through harness.py, where `dotnet` is absent)."""
 import collections
+import fcntl
 import glob
+import hashlib
 import gzip
 import json
 import os
@@ -50,15 +52,44 @@ def build(src, dst, tmp, project=None):
         raise RuntimeError("dotnet build %s failed:\n%s%s" % (src, r.stdout[-3000:], r.stderr[-3000:]))
 
 
+def _sources_hash(src):
+    h = hashlib.sha256()
+    for dirpath, dirs, files in sorted(os.walk(src)):
+        dirs[:] = sorted(d for d in dirs if d not in ("bin", "obj"))
+        for f in sorted(files):
+            p = os.path.join(dirpath, f)
+            h.update(os.path.relpath(p, src).encode())
+            h.update(open(p, "rb").read())
+    return h.hexdigest()[:16]
+
+
+def _cached(name, src, tmp, make):
+    """What make(dst) builds from src, kept in the build folder (keyed by the
+    sources' hash) so that the live tests of one build share one dotnet
+    build; a lock keeps two tests from building it at once."""
+    bdir = os.environ.get("PDBSYM_BUILD_DIR")
+    if not bdir:
+        dst = os.path.join(tmp, name)
+        make(dst)
+        return dst
+    cache = os.path.join(bdir, "live-dotnet")
+    os.makedirs(cache, exist_ok=True)
+    dst = os.path.join(cache, "%s-%s" % (name, _sources_hash(src)))
+    with open(os.path.join(cache, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(os.path.join(dst, ".done")):
+            shutil.rmtree(dst, ignore_errors=True)
+            make(dst)
+            open(os.path.join(dst, ".done"), "w").close()
+    return dst
+
+
 def build_app(tmp):
-    out = os.path.join(tmp, "app")
-    build(LIVE_SRC, out, tmp, "LiveApp")
-    return out
+    return _cached("app", LIVE_SRC, tmp, lambda dst: build(LIVE_SRC, dst, tmp, "LiveApp"))
 
 
 def build_oracle(tmp):
-    out = os.path.join(tmp, "oracle")
-    build(ORACLE_SRC, out, tmp)
+    out = _cached("oracle", ORACLE_SRC, tmp, lambda dst: build(ORACLE_SRC, dst, tmp))
     return os.path.join(out, "NetTraceOracle.dll")
 
 
