@@ -98,7 +98,7 @@ static const cf_setting settings[] = {
     U(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
     S(profile_pids, "", "pids of running .NET processes to profile, comma-separated (docs/profiling.md); HTTP requests cannot add any"),
     S(profile_command, "", "also profile every .NET process whose command name (/proc/PID/comm) matches this shell pattern (dotnet, MyApp*)"),
-    U(profile_scan_interval, "5", "seconds between looks for the processes profile_pids and profile_command name (one that exits is looked for again)"),
+    U(profile_scan_interval, "5", "seconds between looks for the processes profile_pids and profile_command name (one that refused is asked again at the next look while younger than 30 s, then after 1 minute if named, 5 if matched)"),
     D(profile_window, "60s", "each profile covers one window of this length (250ms to 1h; 5s, 2m)"),
     S(profile_dir, ".pdbsym-profiles", "folder the windows' profiles are written into"),
     S(profile_format, "speedscope,pprof", "the files of each window: speedscope, pprof, or both"),

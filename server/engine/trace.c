@@ -904,10 +904,25 @@ ps_err trace_job_feed(trace_job *j, const uint8_t *data, size_t len, ps_diag *d)
       ps_err e = pump(j, false, d);
       if (e)
         return j->failed = true, e;
-      if (j->rlen == j->rcap && j->need > j->rcap)
-        return j->failed = true,
-               ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stream.offset,
-                           "a block of more than %zu bytes", j->opt.max_block);
+      if (j->rlen == j->rcap && j->need > j->rcap) {
+        /* the window is full and the unit is longer: room for all of it (a
+         * chunk that filled the window exactly never grew it) */
+        size_t limit = j->opt.max_block + 256;
+        if (j->need > limit)
+          return j->failed = true,
+                 ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stream.offset,
+                             "a block of more than %zu bytes", j->opt.max_block);
+        size_t ncap = j->rcap;
+        while (ncap < j->need)
+          ncap = ncap * 2 < limit ? ncap * 2 : limit;
+        uint8_t *nb = realloc(j->rbuf, ncap);
+        if (!nb)
+          return j->failed = true, ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+        j->rbuf = nb;
+        j->rcap = ncap;
+        if (ncap > j->stats.peak_read_bytes)
+          j->stats.peak_read_bytes = ncap;
+      }
     }
   }
   return PS_E_OK;

@@ -187,7 +187,43 @@ static bool same_mount_ns(int pid) {
 
 static int dial_unix(ds_target *t, uint64_t deadline_ms, ps_diag *d);
 
-ps_err ds_target_find(int pid, ds_target *t, ps_diag *d) {
+/* seconds since process pid started (its start time against the uptime);
+ * -1 when not known */
+double ds_process_age(int pid) {
+  unsigned long long start;
+  char buf[128];
+  if (!read_start_time(pid, &start) || read_small("/proc/uptime", buf, sizeof buf) <= 0)
+    return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  return strtod(buf, NULL) - (double)start / (double)(hz > 0 ? hz : 100);
+}
+
+static ps_err find_once(int pid, ds_target *t, ps_diag *d);
+
+ps_err ds_target_find(int pid, ds_target *t, uint64_t wait_ms, ps_diag *d) {
+  /* a process started a moment ago may not have its socket yet (the runtime
+   * opens it while starting): while it is younger than wait_ms, look again */
+  uint64_t deadline = ds_now_ms() + wait_ms;
+  for (;;) {
+    ps_diag cd;
+    ps_diag_clear(&cd);
+    ps_err e = find_once(pid, t, &cd);
+    if (e != PS_E_NOT_FOUND || ds_now_ms() >= deadline) {
+      if (e)
+        *d = cd;
+      return e;
+    }
+    double age = ds_process_age(pid);
+    if (age < 0 || age * 1000.0 > (double)wait_ms) {
+      *d = cd;
+      return e;
+    }
+    struct timespec ts = {0, 100 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static ps_err find_once(int pid, ds_target *t, ps_diag *d) {
   memset(t, 0, sizeof *t);
   t->dir_fd = -1;
   t->pid = pid;

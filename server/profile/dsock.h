@@ -52,9 +52,13 @@ struct ds_target {
 /* Finds pid's diagnostic socket.  The error says why there is none, and what
  * to do: no such process; not a .NET process (libcoreclr.so not loaded);
  * diagnostics turned off (DOTNET_EnableDiagnostics=0); another user's
- * process that this one may not look into; no socket in the folder. */
-ps_err ds_target_find(int pid, ds_target *t, ps_diag *d);
+ * process that this one may not look into; no socket in the folder.  A
+ * process younger than wait_ms that has no socket yet (still starting) is
+ * looked at again until it has one or is wait_ms old. */
+ps_err ds_target_find(int pid, ds_target *t, uint64_t wait_ms, ps_diag *d);
 void ds_target_close(ds_target *t);
+/* Seconds since process pid started; -1 when not known. */
+double ds_process_age(int pid);
 
 /* Bytes to and from a connection, non-blocking fds, until deadline_ms;
  * PS_E_TIMEOUT past it, PS_E_NETWORK when the peer closed or failed. */

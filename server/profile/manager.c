@@ -25,6 +25,9 @@
 #define RECENT_MAX 32      /* ended sessions remembered for /profiles (fixed) */
 #define REFUSED_MAX 256    /* processes that could not be attached to, remembered (fixed) */
 #define RETRY_MS 60000     /* a named pid that refused is asked again after this */
+#define RETRY_MATCH_MS 300000 /* ... a process the pattern matched, after this */
+#define YOUNG_S 30         /* a process younger than this may still be starting: asked
+                              again at the next look */
 
 /* ---- process-wide counters, for /metrics ---- */
 
@@ -195,12 +198,16 @@ static void try_attach(prof_manager *m, int pid, bool named) {
   o.outdir = m->od;
   o.duration_ms = 0;
   o.tee_path = NULL;
+  o.attach_wait_ms = 1000; /* the scanner looks again anyway */
   if (prof_attach(&o, pid, m->eng, &s, &d) != PS_E_OK) {
     atomic_fetch_add(&m_attach_failures, 1);
     pthread_mutex_lock(&m->mu);
-    /* a named pid is asked again later (it may still be starting); a process
-     * the command pattern matched is not, while it lives */
-    note_refusal(m, pid, start, named ? now + RETRY_MS : UINT64_MAX);
+    /* a process still starting is asked again at the next look; another,
+     * after a minute (named) or five (matched by the pattern: most such
+     * refusals are processes that are not .NET) */
+    double age = ds_process_age(pid);
+    uint64_t retry = age >= 0 && age < YOUNG_S ? now : now + (named ? RETRY_MS : RETRY_MATCH_MS);
+    note_refusal(m, pid, start, retry);
     pthread_mutex_unlock(&m->mu);
     char msg[256];
     mlog(named ? LOG_WARN : LOG_INFO, "profile attach failed", pid,

@@ -88,6 +88,8 @@ typedef struct {
   uint32_t buffer_mb;      /* the runtime's buffer for the main session (profile_buffer_mb) */
   uint64_t io_timeout_ms;  /* every connect, read and write of a command */
   int collect_version;     /* the newest CollectTracing tried (2-5; 0: 5) */
+  uint64_t attach_wait_ms; /* a process this young with no socket yet is waited for
+                              (it is starting); 0: io_timeout_ms */
   uint64_t resolve_ms;     /* at a cut, how long a module may be waited for */
   trace_options trace;     /* stack_budget, code_budget, max_block, spill_dir */
   const char *tee_path;    /* a copy of the main session's stream (a .nettrace file);

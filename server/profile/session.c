@@ -372,7 +372,8 @@ static ps_err cut_window(prof_session *s, ps_diag *d) {
   char name[256], stem[128];
   s->seq++;
   prof_window_stem(s->t.pid, s->win_start_ns, s->seq, stem, sizeof stem);
-  snprintf(name, sizeof name, "%s (pid %d, %s)", stem, s->t.pid, s->t.comm);
+  snprintf(name, sizeof name, "%s (pid %d, %s; %llu events dropped by the runtime)", stem,
+           s->t.pid, s->t.comm, (unsigned long long)trace_job_stats(s->job)->dropped_events);
   trace_job_set_name(s->job, name);
   if (s->cut_retried)
     trace_job_retry_unknown(s->job);
@@ -530,7 +531,9 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
 
 ps_err prof_attach(const prof_options *o, int pid, engine *e, prof_session **out, ps_diag *d) {
   ds_target t;
-  ps_err err = ds_target_find(pid, &t, d);
+  uint64_t wait = o->attach_wait_ms ? o->attach_wait_ms
+                  : o->io_timeout_ms ? o->io_timeout_ms : PROF_DEFAULT_IO_TIMEOUT_MS;
+  ps_err err = ds_target_find(pid, &t, wait, d);
   if (err)
     return err;
   err = prof_attach_target(o, &t, e, out, d);

@@ -23,6 +23,8 @@ here with the real SDK, profiled while it runs.
 import glob
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -181,6 +183,38 @@ if os.geteuid() == 0:
 else:
     harness.skip_part("a process of another user: the test runs as uid %d, not root, so it cannot "
                       "start one" % os.geteuid())
+
+# ---- README.md's "First session", step 6, as written ----------------------------
+readme = open(os.path.join(livelib.ROOT, "README.md")).read()
+step = re.search(r"^6\. Profile a running .NET process.*?(?=^## |\Z)", readme, re.S | re.M)
+blocks = re.findall(r"((?:^ {7}\S.*\n)+)", step.group(0), re.M) if step else []
+c.true("README step 6: its commands and its summary", len(blocks) >= 2, blocks)
+if len(blocks) >= 2:
+    cmds = [l[7:] for l in blocks[0].splitlines()]
+    shown = [l[7:] for l in blocks[1].splitlines()]
+    rd = sb.path("readme")
+    os.makedirs(os.path.join(rd, "build"))
+    os.symlink(os.environ["PDBSYM_BIN"], os.path.join(rd, "build", "pdbsym"))
+    shutil.copytree(livelib.LIVE_SRC, os.path.join(rd, "tests", "live"),
+                    ignore=shutil.ignore_patterns("bin", "obj"))
+    e = livelib.dotnet_env(sb.dir)
+    e.update({k: v for k, v in sb.env.items() if k.startswith("PDBSYM_")})
+    e["PDBSYM_OFFLINE"] = "true"
+    r = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(cmds) + "\nkill %1 2>/dev/null || true\n"],
+                       cwd=rd, env=e, capture_output=True, text=True, timeout=600)
+    c.eq("README step 6: exit status (%s)" % r.stderr[-500:], r.returncode, 0)
+    pat = lambda line: re.escape(line).replace("4242", r"\d+").replace(  # noqa: E731
+        "20261205T101530Z", r"\d{8}T\d{6}Z").replace("30702", r"\d+").replace(r"10\.0\.12", r"[\d.]+")
+    c.true("README step 6: the attach line as shown (%r)" % r.stderr,
+           re.search(pat(shown[0]), r.stderr) is not None)
+    c.true("README step 6: the summary as shown, last (%r)" % r.stdout,
+           re.fullmatch(pat(shown[1]), r.stdout.rstrip("\n").splitlines()[-1]) is not None)
+    files = livelib.window_files(os.path.join(rd, "profiles"))
+    c.eq("README step 6: three windows", len(files), 3)
+    frames = [f for p_ in files for f in json.load(open(p_))["shared"]["frames"]]
+    c.true("README step 6: Fib named with Workers.cs and its line",
+           any(f["name"] == "LiveApp!Live.App.Workers.Fib(int32)" and f.get("file", "").endswith("Workers.cs")
+               and f.get("line") for f in frames))
 
 sb.close()
 c.done()

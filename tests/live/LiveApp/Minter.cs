@@ -1,5 +1,6 @@
 using System;
 using System.Linq.Expressions;
+using System.Runtime.CompilerServices;
 using System.Reflection.Emit;
 using System.Text.RegularExpressions;
 using System.Threading;
@@ -19,7 +20,10 @@ namespace Live.App.Minting
             while (!Program.Stop)
             {
                 round++;
-                long sum = Dynamic(round) + RegexCount(round) + Expr(round);
+                // a new stack shape each second: the minted code under 1 to 40 frames of Nest
+                int depth = 1 + round % 40;
+                long sum = Nest(depth, () => Dynamic(round)) + Nest(depth, () => RegexCount(round)) +
+                           Nest(depth, () => Expr(round));
                 Interlocked.Add(ref Made, 3);
                 GC.KeepAlive(sum);
                 if (round % 10 == 0)
@@ -27,6 +31,9 @@ namespace Live.App.Minting
                 Thread.Sleep(1000);
             }
         }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private static long Nest(int depth, Func<long> f) => depth == 0 ? f() : Nest(depth - 1, f) + 1;
 
         private static long Dynamic(int k)
         {
