@@ -11,6 +11,9 @@
  * line on stderr saying why and what to do).
  */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +27,19 @@
 
 static void profile_usage(FILE *out) {
   fprintf(out,
-          "usage: pdbsym profile --pid N [OPTIONS]\n\n"
+          "usage: pdbsym profile --pid N [OPTIONS]\n"
+          "       pdbsym profile --listen PATH [OPTIONS]\n\n"
           "Attaches to a running .NET process over its diagnostic socket and writes one\n"
           "profile per window: every sample's stack with each frame named and, where the\n"
           "PDB has them, its file and line (docs/profiling.md).  Runs until the duration\n"
           "passes, Ctrl-C or SIGTERM (the last, partial window is written), or the process\n"
           "exits.  Attaching needs the process's user, or root.\n\n"
           "  --pid N           the process to profile\n"
+          "  --listen PATH     instead: listen on the socket PATH and profile the first\n"
+          "                    runtime started with DOTNET_DiagnosticPorts=PATH (or\n"
+          "                    PATH,nosuspend) that dials it; a 'suspend' runtime is\n"
+          "                    resumed once its session runs, so its startup is in the\n"
+          "                    first window\n"
           "  --window D        each profile's length (default: the profile_window setting,\n"
           "                    60s; 250ms to 1h: 500ms, 10s, 2m)\n"
           "  --duration D      stop after this long (default: run until stopped)\n"
@@ -89,6 +98,7 @@ int cmd_profile(int argc, char **argv) {
   const char *out_dir = set.cfg.profile_dir, *tee = NULL;
   unsigned formats = PROF_SPEEDSCOPE;
   bool quiet = false;
+  const char *listen_path = NULL;
   const char *pdb_dirs[PROF_MAX_PDB_DIRS];
   int npdb = 0;
   for (int i = 1; i < argc; i++) {
@@ -111,6 +121,8 @@ int cmd_profile(int argc, char **argv) {
                 argv[i]);
         return 2;
       }
+    } else if (!strcmp(a, "--listen") && has_value) {
+      listen_path = argv[++i];
     } else if ((!strcmp(a, "--window") || !strcmp(a, "--duration")) && has_value) {
       uint64_t ms;
       if (!cfg_parse_duration_ms(argv[i + 1], &ms) || ms == 0) {
@@ -149,8 +161,9 @@ int cmd_profile(int argc, char **argv) {
       return 2;
     }
   }
-  if (!pid) {
-    fprintf(stderr, "pdbsym profile: which process? --pid N (run 'pdbsym profile --help')\n");
+  if (!pid == !listen_path) {
+    fprintf(stderr, "pdbsym profile: which process? --pid N, or --listen PATH (run 'pdbsym "
+                    "profile --help')\n");
     return 2;
   }
   if (window_ms < 250 || window_ms > 3600000) {
@@ -158,6 +171,14 @@ int cmd_profile(int argc, char **argv) {
             (unsigned long long)window_ms);
     return 2;
   }
+#ifdef __GLIBC__
+  /* as serve does (http.c): tables of 128 KiB and more are mapped, and given
+   * back when freed, instead of glibc raising its threshold after the first
+   * big free and keeping them in its heaps; a process profiled for weeks
+   * must not keep its busiest window's memory */
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 256 * 1024);
+#endif
   if (!getenv("PDBSYM_LOG_LEVEL"))
     log_set_level("warn");
   else
@@ -186,13 +207,43 @@ int cmd_profile(int argc, char **argv) {
 
   /* attach first: a process that cannot be profiled leaves no folder behind */
   prof_session *s = NULL;
-  if (prof_attach(&po, (int)pid, NULL, &s, &d) != PS_E_OK) {
+  prof_port *port = NULL;
+  ps_err ae;
+  if (listen_path) { /* the first runtime that dials in */
+    if (prof_port_open(listen_path, 0, &port, &d) != PS_E_OK) {
+      fprintf(stderr, "pdbsym profile: %s\n", d.detail);
+      return 3;
+    }
+    fprintf(stderr, "pdbsym profile: waiting on %s for a runtime started with "
+                    "DOTNET_DiagnosticPorts=%s\n",
+            listen_path, listen_path);
+    uint8_t cookie[16];
+    uint64_t rpid = 0;
+    uint64_t until = duration_ms ? ds_now_ms() + duration_ms : UINT64_MAX;
+    bool got = false;
+    while (!got && !stop_flag && ds_now_ms() < until)
+      got = prof_port_next(port, ds_now_ms() + 250, cookie, &rpid);
+    if (!got) {
+      prof_port_close(port);
+      fprintf(stderr, "pdbsym profile: no runtime dialed %s\n", listen_path);
+      return stop_flag ? 0 : 3;
+    }
+    ds_target t;
+    ae = prof_port_target(port, cookie, rpid, &t, &d);
+    if (!ae)
+      ae = prof_attach_target(&po, &t, NULL, &s, &d); /* (t is the session's from here) */
+  } else {
+    ae = prof_attach(&po, (int)pid, NULL, &s, &d);
+  }
+  if (ae != PS_E_OK) {
+    prof_port_close(port);
     /* the reasons found by looking at the process say it all; the others
      * name what was wrong in which answer */
     if (d.where && !strcmp(d.where, "attach"))
       fprintf(stderr, "pdbsym profile: %s\n", d.detail);
     else
-      fprintf(stderr, "pdbsym profile: pid %ld: %s\n", pid, ps_diag_format(&d, msg, sizeof msg));
+      fprintf(stderr, "pdbsym profile: %s%ld: %s\n", listen_path ? "the runtime on " : "pid ",
+              pid, ps_diag_format(&d, msg, sizeof msg));
     return 3;
   }
   prof_outdir *od = NULL;
@@ -201,6 +252,7 @@ int cmd_profile(int argc, char **argv) {
       PS_E_OK) {
     fprintf(stderr, "pdbsym profile: %s\n", ps_diag_format(&d, msg, sizeof msg));
     prof_close(s);
+    prof_port_close(port);
     return 1;
   }
   engine_config ec;
@@ -210,10 +262,25 @@ int cmd_profile(int argc, char **argv) {
             ps_diag_format(&d, msg, sizeof msg));
     prof_close(s);
     prof_outdir_close(od);
+    prof_port_close(port);
     return 1;
   }
   prof_set_engine(s, eng);
   prof_set_outdir(s, od);
+  prof_pusher *pusher = NULL;
+  if (set.cfg.profile_push[0]) { /* each window to the profile store too */
+    prof_push_config pc;
+    settings_profile_push(&set.cfg, &pc);
+    if (prof_pusher_start(&pc, &pusher, &d) != PS_E_OK) {
+      fprintf(stderr, "pdbsym profile: %s\n", d.detail);
+      prof_close(s);
+      prof_port_close(port);
+      engine_close(eng);
+      prof_outdir_close(od);
+      return 2;
+    }
+    prof_set_pusher(s, pusher);
+  }
   int status = 0;
   tick_state ts = {!quiet && isatty(2), window_ms};
   prof_status st;
@@ -236,6 +303,8 @@ int cmd_profile(int argc, char **argv) {
          st.last_stem[0] ? st.last_stem : "none", (unsigned long long)st.samples,
          (unsigned long long)st.dropped_events);
   prof_close(s);
+  prof_port_close(port);
+  prof_pusher_stop(pusher, set.cfg.profile_ipc_timeout * 1000); /* the last windows sent */
   engine_close(eng);
   prof_outdir_close(od);
   return status;

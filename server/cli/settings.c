@@ -201,10 +201,24 @@ void settings_profile_config(const srv_config *c, prof_manager_config *pc) {
   memset(pc, 0, sizeof *pc);
   pc->pids = c->profile_pids;
   pc->command = c->profile_command;
+  pc->diagnostic_port = c->diagnostic_port;
   pc->scan_interval_ms = c->profile_scan_interval * 1000;
   pc->max_sessions = (unsigned)c->max_profiled_processes;
   pc->out_dir = c->profile_dir;
   pc->max_files = c->profile_max_files;
   pc->max_bytes = c->profile_max_bytes;
   settings_profile_options(c, &pc->session);
+  settings_profile_push(c, &pc->push);
+}
+
+void settings_profile_push(const srv_config *c, prof_push_config *pp) {
+  memset(pp, 0, sizeof *pp);
+  pp->url = c->profile_push;
+  pp->tenant = c->profile_push_tenant;
+  pp->auth = c->profile_push_auth;
+  pp->service = c->profile_push_service;
+  pp->labels = c->profile_push_labels;
+  pp->queue_max = (unsigned)c->profile_push_queue;
+  pp->queue_bytes = c->profile_push_queue_bytes;
+  pp->timeout_ms = c->profile_push_timeout * 1000;
 }

@@ -58,6 +58,7 @@ void settings_engine_config_from(const srv_config *cfg, engine_config *ec);
  * the same place. */
 void settings_profile_config(const srv_config *c, prof_manager_config *pc);
 void settings_profile_options(const srv_config *c, prof_options *o);
+void settings_profile_push(const srv_config *c, prof_push_config *pp);
 /* "speedscope", "pprof", "speedscope,pprof" as PROF_* bits; false on junk */
 bool settings_profile_formats(const char *s, unsigned *out);
 

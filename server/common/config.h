@@ -87,6 +87,15 @@ typedef struct {
   /* profiling running .NET processes (server/profile, docs/profiling.md) */
   char profile_pids[1024];     /* pids `pdbsym serve` attaches to, comma-separated */
   char profile_command[256];   /* attach to processes whose command name matches (fnmatch) */
+  char diagnostic_port[108];   /* a socket runtimes dial into (DOTNET_DiagnosticPorts), "" = none */
+  char profile_push[1024];     /* a profile store's base URL (Pyroscope /ingest), "" = none */
+  char profile_push_tenant[256];
+  char profile_push_auth[1024];
+  char profile_push_service[128];
+  char profile_push_labels[512];
+  uint64_t profile_push_queue;       /* windows waiting to be pushed */
+  uint64_t profile_push_queue_bytes;
+  uint64_t profile_push_timeout;     /* seconds a POST may take */
   uint64_t profile_scan_interval; /* seconds between looks for processes to attach to */
   uint64_t profile_window;     /* ms: one profile per window */
   char profile_dir[1024];      /* where window files go */

@@ -1338,10 +1338,24 @@ ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lct
 
 /* ---- live jobs ---- */
 
+#define RELEASE_MIN ((size_t)128 << 10) /* tables this big are freed at a window's end */
+
+static void release_big(trace_job *j, void **arr, size_t *cap, size_t size, bool counted) {
+  if (*cap * size < RELEASE_MIN)
+    return;
+  free(*arr);
+  if (counted)
+    j->code_bytes -= *cap * size;
+  *arr = NULL;
+  *cap = 0;
+}
+
 void trace_job_set_live(trace_job *j) {
   j->live = true;
   j->lag_ms = TRACE_LIVE_LAG_MS;
 }
+
+void trace_job_set_lag(trace_job *j, uint64_t ms) { j->lag_ms = ms; }
 
 void trace_job_set_name(trace_job *j, const char *name) {
   snprintf(j->name, sizeof j->name, "%s", name ? name : "trace");
@@ -1430,6 +1444,32 @@ ps_err trace_job_next_window(trace_job *j, ps_diag *d) {
   j->fstrs_len = 0;
   j->nthreads = 0;
   j->last_thread = 0;
+  /* the window's large tables given back: their size is the busiest
+   * window's, and a process profiled for weeks must not keep the busiest
+   * minute's memory (they grow again as the next window needs) */
+  release_big(j, (void **)&j->addrs, &j->caddrs, sizeof *j->addrs, true);
+  release_big(j, (void **)&j->frames, &j->cframes, sizeof *j->frames, true);
+  release_big(j, (void **)&j->fstrs, &j->fstrs_cap, 1, true);
+  if (j->addr_slots_cap * sizeof *j->addr_slots >= RELEASE_MIN) {
+    free(j->addr_slots);
+    j->code_bytes -= j->addr_slots_cap * sizeof *j->addr_slots;
+    j->addr_slots = NULL;
+    j->addr_slots_cap = 0;
+  }
+  if (j->frame_slots_cap * sizeof *j->frame_slots >= RELEASE_MIN) {
+    free(j->frame_slots);
+    j->code_bytes -= j->frame_slots_cap * sizeof *j->frame_slots;
+    j->frame_slots = NULL;
+    j->frame_slots_cap = 0;
+  }
+  if (j->islots_cap * sizeof *j->islots >= RELEASE_MIN ||
+      j->iarena_cap * sizeof *j->iarena >= RELEASE_MIN) {
+    free(j->islots);
+    free(j->iarena);
+    j->islots = NULL;
+    j->iarena = NULL;
+    j->islots_cap = j->iarena_cap = 0;
+  }
   /* a module whose download had not finished is asked again */
   for (size_t i = 0; i < j->nmods; i++)
     if (j->mods[i].tried && !j->mods[i].st && !j->mods[i].local &&

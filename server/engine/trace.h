@@ -144,6 +144,8 @@ void trace_job_close(trace_job *j);
  * window; the others count since the job opened.
  */
 void trace_job_set_live(trace_job *j);
+/* the lag of a live job's cuts (default TRACE_LIVE_LAG_MS) */
+void trace_job_set_lag(trace_job *j, uint64_t ms);
 /* the profile's name in the output (speedscope's "name"), cut to 255 bytes */
 void trace_job_set_name(trace_job *j, const char *name);
 ps_err trace_job_resolve(trace_job *j, engine *e, trace_local_fn local, void *lctx,

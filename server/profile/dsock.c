@@ -319,6 +319,10 @@ void ds_target_close(ds_target *t) {
   if (t->dir_fd >= 0)
     close(t->dir_fd);
   t->dir_fd = -1;
+  if (t->owns_ctx)
+    free(t->dial_ctx);
+  t->dial_ctx = NULL;
+  t->owns_ctx = false;
 }
 
 static int dial_unix(ds_target *t, uint64_t deadline_ms, ps_diag *d) {

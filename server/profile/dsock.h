@@ -46,6 +46,9 @@ struct ds_target {
   /* a connection to the runtime's diagnostic server, or -1 with d set */
   int (*dial)(ds_target *t, uint64_t deadline_ms, ps_diag *d);
   void *dial_ctx;
+  bool owns_ctx;         /* dial_ctx is freed by ds_target_close */
+  bool via_port;         /* it dialed pdbsym (a diagnostic port): pid is the runtime's own,
+                            maybe of another pid namespace, so /proc is not looked at */
   uint32_t last_hresult; /* of the last error reply */
 };
 

@@ -64,8 +64,12 @@ typedef struct {
   volatile sig_atomic_t stop;
   int pid;
   unsigned long long start; /* the process's start time: a pid reused is another process */
+  bool via_port;            /* a runtime that dialed the diagnostic port */
+  uint8_t cookie[16];       /* ... its instance */
   struct prof_manager *m;
 } slot;
+
+#define WAITING_MAX 64 /* runtimes that dialed in while every slot was taken (fixed) */
 
 typedef struct {
   int pid;
@@ -90,6 +94,13 @@ struct prof_manager {
   size_t nrecent, recent_next;
   refusal refused[REFUSED_MAX];
   size_t nrefused, refused_next;
+  prof_pusher *pusher; /* profile_push */
+  /* the diagnostic port */
+  prof_port *port;
+  pthread_t port_th;
+  bool port_started;
+  struct waiting { uint8_t cookie[16]; uint64_t pid; } waiting[WAITING_MAX];
+  size_t nwaiting;
 };
 
 static unsigned long long start_time(int pid) {
@@ -144,6 +155,8 @@ static void forget(prof_manager *m, slot *sl) {
   if (m->nrecent < RECENT_MAX)
     m->nrecent++;
   prof_close(sl->s);
+  if (sl->via_port && m->port)
+    prof_port_forget(m->port, sl->cookie);
   memset(sl, 0, sizeof *sl);
   atomic_fetch_sub(&m_sessions_active, 1);
 }
@@ -240,6 +253,109 @@ static void try_attach(prof_manager *m, int pid, bool named) {
   mlog(LOG_INFO, "profiling", pid, detail);
 }
 
+/* a session for a runtime that dialed the port, in a free slot; false when
+ * none is free (mu not held) */
+static bool attach_port(prof_manager *m, const uint8_t cookie[16], uint64_t pid) {
+  pthread_mutex_lock(&m->mu);
+  unsigned free_slot = m->cfg.max_sessions;
+  for (unsigned i = 0; i < m->cfg.max_sessions && free_slot == m->cfg.max_sessions; i++)
+    if (!m->slots[i].used)
+      free_slot = i;
+  bool stopping = m->stopping;
+  pthread_mutex_unlock(&m->mu);
+  if (stopping || free_slot == m->cfg.max_sessions)
+    return false;
+  ds_target t;
+  ps_diag d;
+  ps_diag_clear(&d);
+  prof_session *s = NULL;
+  prof_options o = m->cfg.session;
+  o.outdir = m->od;
+  o.duration_ms = 0;
+  o.tee_path = NULL;
+  ps_err e = prof_port_target(m->port, cookie, pid, &t, &d);
+  if (!e)
+    e = prof_attach_target(&o, &t, m->eng, &s, &d); /* (t is the session's, even on failure) */
+  if (e) {
+    atomic_fetch_add(&m_attach_failures, 1);
+    char msg[256];
+    mlog(LOG_WARN, "profile attach failed", (int)pid, ps_diag_format(&d, msg, sizeof msg));
+    prof_port_forget(m->port, cookie);
+    return true; /* (not for want of a slot) */
+  }
+  pthread_mutex_lock(&m->mu);
+  slot *sl = &m->slots[free_slot];
+  memset(sl, 0, sizeof *sl);
+  sl->used = true;
+  sl->s = s;
+  sl->pid = (int)pid;
+  sl->via_port = true;
+  memcpy(sl->cookie, cookie, 16);
+  sl->m = m;
+  bool ok = pthread_create(&sl->th, NULL, session_main, sl) == 0;
+  if (!ok)
+    memset(sl, 0, sizeof *sl);
+  else {
+    atomic_fetch_add(&m_sessions_started, 1);
+    atomic_fetch_add(&m_sessions_active, 1);
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (!ok) {
+    prof_close(s);
+    return true;
+  }
+  prof_status st;
+  prof_get_status(s, &st);
+  char detail[256];
+  snprintf(detail, sizeof detail, "%s (.NET %s, CollectTracing%d), dialed %s", st.comm,
+           st.clr_version[0] ? st.clr_version : "?", st.collect_version, prof_port_path(m->port));
+  mlog(LOG_INFO, "profiling", st.pid, detail);
+  return true;
+}
+
+/* a runtime that dialed in while every slot was taken: resumed (one started
+ * with 'suspend' would wait for ever) and kept for the next free slot */
+static void park(prof_manager *m, const uint8_t cookie[16], uint64_t pid) {
+  ds_target t;
+  ps_diag d;
+  ps_diag_clear(&d);
+  if (prof_port_target(m->port, cookie, pid, &t, &d) == PS_E_OK) {
+    uint64_t to = m->cfg.session.io_timeout_ms ? m->cfg.session.io_timeout_ms
+                                               : PROF_DEFAULT_IO_TIMEOUT_MS;
+    ds_resume(&t, to, &d);
+    ds_target_close(&t);
+  }
+  pthread_mutex_lock(&m->mu);
+  if (m->nwaiting == WAITING_MAX) { /* the oldest waiting is forgotten */
+    prof_port_forget(m->port, m->waiting[0].cookie);
+    memmove(m->waiting, m->waiting + 1, (WAITING_MAX - 1) * sizeof m->waiting[0]);
+    m->nwaiting--;
+  }
+  memcpy(m->waiting[m->nwaiting].cookie, cookie, 16);
+  m->waiting[m->nwaiting++].pid = pid;
+  pthread_mutex_unlock(&m->mu);
+  char detail[128];
+  snprintf(detail, sizeof detail, "every one of the %u max_profiled_processes slots is taken: "
+           "resumed, profiled when one frees", m->cfg.max_sessions);
+  mlog(LOG_WARN, "profile waits", (int)pid, detail);
+}
+
+static void *port_main(void *arg) {
+  prof_manager *m = arg;
+  for (;;) {
+    pthread_mutex_lock(&m->mu);
+    bool stopping = m->stopping;
+    pthread_mutex_unlock(&m->mu);
+    if (stopping)
+      break;
+    uint8_t cookie[16];
+    uint64_t pid;
+    if (prof_port_next(m->port, ds_now_ms() + 500, cookie, &pid) && !attach_port(m, cookie, pid))
+      park(m, cookie, pid);
+  }
+  return NULL;
+}
+
 static void scan(prof_manager *m) {
   for (int i = 0; i < m->npids; i++)
     try_attach(m, m->pids[i], true);
@@ -281,6 +397,21 @@ static void *scanner_main(void *arg) {
         pthread_join(m->slots[i].th, NULL); /* done: it no longer needs mu */
         forget(m, &m->slots[i]);
       }
+    /* runtimes of the port that waited for a slot, oldest first */
+    while (m->port && m->nwaiting && !m->stopping) {
+      struct waiting w = m->waiting[0];
+      memmove(m->waiting, m->waiting + 1, (m->nwaiting - 1) * sizeof m->waiting[0]);
+      m->nwaiting--;
+      pthread_mutex_unlock(&m->mu);
+      bool taken = attach_port(m, w.cookie, w.pid);
+      pthread_mutex_lock(&m->mu);
+      if (!taken) { /* still no slot: back at the head */
+        memmove(m->waiting + 1, m->waiting, m->nwaiting * sizeof m->waiting[0]);
+        m->waiting[0] = w;
+        m->nwaiting++;
+        break;
+      }
+    }
     pthread_mutex_unlock(&m->mu);
     scan(m);
     pthread_mutex_lock(&m->mu);
@@ -347,6 +478,23 @@ bool prof_manager_check(const prof_manager_config *c, char *err, size_t cap) {
     snprintf(err, cap, "profile_format: speedscope, pprof or both");
     return false;
   }
+  if (c->push.url && *c->push.url && strncmp(c->push.url, "http://", 7) &&
+      strncmp(c->push.url, "https://", 8)) {
+    snprintf(err, cap, "profile_push: '%.200s' is not an http:// or https:// URL", c->push.url);
+    return false;
+  }
+  if (c->push.labels && *c->push.labels) {
+    const char *q = c->push.labels;
+    for (; *q; q++)
+      if (!(isalnum((unsigned char)*q) || *q == '_' || *q == '=' || *q == ',' || *q == '-' ||
+            *q == '.' || *q == '/' || *q == ':'))
+        break;
+    if (*q || !strchr(c->push.labels, '=')) {
+      snprintf(err, cap, "profile_push_labels: '%.200s' is not name=value[,name=value]",
+               c->push.labels);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -369,11 +517,24 @@ ps_err prof_manager_start(const prof_manager_config *c, engine *e, prof_manager 
   ps_err rc = m->slots ? PS_E_OK : ps_diag_set(d, PS_E_NOMEM, "profile", (size_t)-1, "out of memory");
   if (!rc)
     rc = prof_outdir_open(c->out_dir, c->max_files, c->max_bytes, &m->od, d);
-  if (!rc && (m->npids || m->command[0])) {
+  if (!rc && c->push.url && *c->push.url) {
+    rc = prof_pusher_start(&c->push, &m->pusher, d);
+    m->cfg.session.pusher = m->pusher;
+    m->cfg.session.formats |= PROF_PPROF; /* what the store takes */
+  }
+  if (!rc && c->diagnostic_port && *c->diagnostic_port)
+    rc = prof_port_open(c->diagnostic_port, 0, &m->port, d);
+  if (!rc && (m->npids || m->command[0] || m->port)) {
     if (pthread_create(&m->scanner, NULL, scanner_main, m) != 0)
       rc = ps_diag_set(d, PS_E_NOMEM, "profile", (size_t)-1, "no thread for the scanner");
     else
       m->scanner_started = true;
+  }
+  if (!rc && m->port) {
+    if (pthread_create(&m->port_th, NULL, port_main, m) != 0)
+      rc = ps_diag_set(d, PS_E_NOMEM, "profile", (size_t)-1, "no thread for the port");
+    else
+      m->port_started = true;
   }
   if (rc) {
     prof_manager_free(m);
@@ -383,7 +544,9 @@ ps_err prof_manager_start(const prof_manager_config *c, engine *e, prof_manager 
   return PS_E_OK;
 }
 
-bool prof_manager_active(const prof_manager *m) { return m && (m->npids || m->command[0]); }
+bool prof_manager_active(const prof_manager *m) {
+  return m && (m->npids || m->command[0] || m->port);
+}
 
 void prof_manager_stop(prof_manager *m) {
   if (!m)
@@ -398,6 +561,11 @@ void prof_manager_stop(prof_manager *m) {
   pthread_mutex_unlock(&m->mu);
   if (m->scanner_started)
     pthread_join(m->scanner, NULL);
+  if (m->port_started) {
+    prof_port_wake(m->port);
+    pthread_join(m->port_th, NULL);
+    m->port_started = false;
+  }
   /* every session stopped: StopTracing, the last window written (each within
    * its own deadlines: profile_ipc_timeout, profile_resolve_timeout) */
   for (unsigned i = 0; m->slots && i < m->cfg.max_sessions; i++)
@@ -412,12 +580,19 @@ void prof_manager_stop(prof_manager *m) {
       forget(m, &m->slots[i]);
   m->scanner_started = false;
   pthread_mutex_unlock(&m->mu);
+  /* the last windows sent (each session wrote its last one above) */
+  uint64_t drain = m->cfg.session.io_timeout_ms ? m->cfg.session.io_timeout_ms
+                                                : PROF_DEFAULT_IO_TIMEOUT_MS;
+  prof_pusher_stop(m->pusher, drain);
+  m->pusher = NULL;
+  m->cfg.session.pusher = NULL;
 }
 
 void prof_manager_free(prof_manager *m) {
   if (!m)
     return;
   prof_manager_stop(m);
+  prof_port_close(m->port);
   prof_outdir_close(m->od);
   pthread_cond_destroy(&m->cv);
   pthread_mutex_destroy(&m->mu);

@@ -79,6 +79,34 @@ typedef struct {
  * those of pid); returns how many. */
 size_t prof_outdir_list(prof_outdir *o, int pid, prof_window *out, size_t cap);
 
+/* ---- windows pushed to a profile store (Grafana Pyroscope's /ingest) ---- */
+
+typedef struct {
+  const char *url;        /* profile_push: the store's base URL (http:// or https://) */
+  const char *tenant;     /* profile_push_tenant: X-Scope-OrgID, or "" */
+  const char *auth;       /* profile_push_auth: the Authorization header's value, or "" */
+  const char *service;    /* profile_push_service: the application name; "": the process's */
+  const char *labels;     /* profile_push_labels: "env=prod,region=eu", added to each window's */
+  unsigned queue_max;     /* profile_push_queue: windows waiting to be sent */
+  uint64_t queue_bytes;   /* profile_push_queue_bytes */
+  uint64_t timeout_ms;    /* each POST's */
+} prof_push_config;
+
+typedef struct prof_pusher prof_pusher;
+
+/* One thread that sends the windows added, in order (push.c). */
+ps_err prof_pusher_start(const prof_push_config *c, prof_pusher **out, ps_diag *d);
+/* A window's pprof (copied) with its process and times; past the queue's
+ * bounds the oldest waiting window is dropped (counted). */
+/* Sends what is queued for at most drain_ms more (plus one POST's time),
+ * drops the rest (counted), ends the thread. */
+void prof_pusher_stop(prof_pusher *p, uint64_t drain_ms);
+
+typedef struct {
+  uint64_t sent, rejected, dropped, errors, queued;
+} prof_push_metrics;
+void prof_get_push_metrics(prof_push_metrics *m);
+
 /* ---- a session ---- */
 
 typedef struct {
@@ -99,9 +127,10 @@ typedef struct {
   const char *pdb_dirs[PROF_MAX_PDB_DIRS]; /* looked in first for NAME.pdb (and an
                                               assembly with one embedded) */
   int npdb_dirs;
+  prof_pusher *pusher;     /* borrowed, or NULL: each window's pprof is pushed there */
 } prof_options;
 
-typedef struct {
+typedef struct prof_status {
   int pid;
   char comm[64];
   char command_line[256];
@@ -128,11 +157,15 @@ typedef struct prof_session prof_session;
  * the target's root.  Built in; NULL engine means no cache or servers. */
 ps_err prof_attach(const prof_options *o, int pid, engine *e, prof_session **out, ps_diag *d);
 
-/* Attach to a target already found or dialed in (server/profile's port). */
-ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
-                          prof_session **out, ps_diag *d);
+/* Attach to a target already found or dialed in (server/profile's port).
+ * The session owns t from here, on failure too (it is closed then). */
+ps_err prof_attach_target(const prof_options *o, ds_target *t, engine *e, prof_session **out,
+                          ps_diag *d);
 
 typedef void (*prof_tick_fn)(void *ctx, const prof_status *st);
+
+void prof_pusher_add(prof_pusher *p, const uint8_t *pprof, size_t len, const prof_status *st,
+                     uint64_t start_ns, uint64_t end_ns, const char *stem);
 
 /* Runs until stop (may be NULL) is non-zero, the duration passes or the
  * process ends.  tick, if not NULL, is called about once a second and after
@@ -147,18 +180,48 @@ void prof_get_status(prof_session *s, prof_status *out);
 void prof_set_engine(prof_session *s, engine *e);
 /* The folder windows go into; set before prof_run when not in the options. */
 void prof_set_outdir(prof_session *s, prof_outdir *o);
+/* Each window's pprof pushed there too (pprof is then written as well). */
+void prof_set_pusher(prof_session *s, prof_pusher *p);
 void prof_close(prof_session *s);
+
+/* ---- a diagnostic port: runtimes dial pdbsym (DOTNET_DiagnosticPorts) ---- */
+
+typedef struct prof_port prof_port;
+
+/* Listens on path (a Unix socket created mode 0600; a socket left there by
+ * an earlier run is replaced, any other file refused); a peer must send its
+ * advertise within advertise_ms (0: 5 s).  One thread. */
+ps_err prof_port_open(const char *path, uint64_t advertise_ms, prof_port **out, ps_diag *d);
+void prof_port_close(prof_port *p);
+const char *prof_port_path(const prof_port *p);
+/* The next runtime that dialed in and was not handed out yet: its cookie
+ * and pid; false at deadline_ms (or when the port closes). */
+bool prof_port_next(prof_port *p, uint64_t deadline_ms, uint8_t cookie[16], uint64_t *pid);
+/* A connection of that runtime waiting for a command (it dials again after
+ * each command), or -1 at deadline_ms with d set. */
+int prof_port_take(prof_port *p, const uint8_t cookie[16], uint64_t deadline_ms, ps_diag *d);
+/* Its connections closed and forgotten (its session ended). */
+void prof_port_forget(prof_port *p, const uint8_t cookie[16]);
+/* Peers dropped: garbage, silence, over the bounds. */
+uint64_t prof_port_dropped(prof_port *p);
+/* A target whose commands go through the port (ds_target_close frees it). */
+ps_err prof_port_target(prof_port *p, const uint8_t cookie[16], uint64_t pid, ds_target *t,
+                        ps_diag *d);
+/* Wakes whoever waits in prof_port_next (to look at a stop flag). */
+void prof_port_wake(prof_port *p);
 
 /* ---- the processes `pdbsym serve` profiles ---- */
 
 typedef struct {
   const char *pids;          /* profile_pids: "123, 456" */
   const char *command;       /* profile_command: a shell pattern of /proc/PID/comm, or "" */
+  const char *diagnostic_port; /* a socket runtimes dial into (DOTNET_DiagnosticPorts), or "" */
   uint64_t scan_interval_ms; /* profile_scan_interval */
   unsigned max_sessions;     /* max_profiled_processes: a thread each */
   const char *out_dir;       /* profile_dir */
   uint64_t max_files, max_bytes;
   prof_options session;      /* window, formats, budgets, timeouts (outdir set here) */
+  prof_push_config push;     /* push.url "": no push */
 } prof_manager_config;
 
 typedef struct prof_manager prof_manager;
@@ -166,7 +229,8 @@ typedef struct prof_manager prof_manager;
 /* false with a message naming the setting when c cannot work */
 bool prof_manager_check(const prof_manager_config *c, char *err, size_t cap);
 /* Opens the output folder, and starts the scanner thread when c names any
- * process (profile_pids or profile_command). */
+ * process (profile_pids or profile_command) or a diagnostic port (and then a
+ * thread that takes the runtimes dialing it). */
 ps_err prof_manager_start(const prof_manager_config *c, engine *e, prof_manager **out,
                           ps_diag *d);
 /* true when the settings name processes to profile */

@@ -139,6 +139,12 @@ void prof_set_engine(prof_session *s, engine *e) { s->eng = e; }
 
 void prof_set_outdir(prof_session *s, prof_outdir *o) { s->opt.outdir = o; }
 
+void prof_set_pusher(prof_session *s, prof_pusher *p) {
+  s->opt.pusher = p;
+  if (p)
+    s->opt.formats |= PROF_PPROF; /* what the store takes */
+}
+
 void prof_get_status(prof_session *s, prof_status *out) {
   pthread_mutex_lock(&s->mu);
   *out = s->st;
@@ -386,6 +392,24 @@ static ps_err cut_window(prof_session *s, ps_diag *d) {
   if (!e)
     e = prof_outdir_write(s->opt.outdir, s->job, s->opt.formats, s->t.pid, s->win_start_ns,
                           end_ns, s->seq, samples, dropped, stem, sizeof stem, d);
+  if (!e && s->opt.pusher && (s->opt.formats & PROF_PPROF)) { /* the store gets it too */
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s.pb.gz", prof_outdir_path(s->opt.outdir), stem);
+    FILE *f = fopen(path, "rbe");
+    uint8_t *buf = NULL;
+    long len = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc(len ? (size_t)len : 1)) && fread(buf, 1, (size_t)len, f) == (size_t)len) {
+      prof_status st;
+      prof_get_status(s, &st);
+      prof_pusher_add(s->opt.pusher, buf, (size_t)len, &st, s->win_start_ns, end_ns, stem);
+    } else {
+      plog(LOG_WARN, s->t.pid, "window %s not pushed: its pprof could not be read back", stem);
+    }
+    free(buf);
+    if (f)
+      fclose(f);
+  }
   if (!e) {
     pthread_mutex_lock(&s->mu);
     s->st.windows++;
@@ -443,12 +467,14 @@ static ssize_t read_some(int fd, uint8_t *buf) {
   return n < 0 ? 0 : n; /* an error ends the stream like its close */
 }
 
-ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
-                          prof_session **out, ps_diag *d) {
+ps_err prof_attach_target(const prof_options *o, ds_target *t, engine *e, prof_session **out,
+                          ps_diag *d) {
   *out = NULL;
   prof_session *s = calloc(1, sizeof *s);
-  if (!s)
+  if (!s) {
+    ds_target_close(t);
     return ps_diag_set(d, PS_E_NOMEM, "attach", NOPOS, "out of memory");
+  }
   s->opt = *o;
   if (!s->opt.window_ms)
     s->opt.window_ms = PROF_DEFAULT_WINDOW_MS;
@@ -469,7 +495,7 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
   snprintf(s->st.comm, sizeof s->st.comm, "%s", t->comm);
   snprintf(s->st.state, sizeof s->st.state, "attaching");
   s->st.running = true;
-  if (t->pid > 0) {
+  if (t->pid > 0 && !t->via_port) {
     snprintf(s->root, sizeof s->root, "/proc/%d/root", t->pid);
     s->root_ok = access(s->root, X_OK) == 0;
   }
@@ -485,6 +511,18 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
     pthread_mutex_lock(&s->mu);
     snprintf(s->st.command_line, sizeof s->st.command_line, "%.255s", info.command_line);
     snprintf(s->st.clr_version, sizeof s->st.clr_version, "%s", info.clr_version);
+    if (s->t.via_port) { /* its name from what it says, not from a /proc it may not share */
+      const char *name = info.assembly[0] ? info.assembly : info.command_line;
+      size_t n = strcspn(name, " ");
+      const char *b = name;
+      for (size_t i = 0; i < n; i++)
+        if (name[i] == '/')
+          b = name + i + 1;
+      snprintf(s->t.comm, sizeof s->t.comm, "%.*s", (int)(n - (size_t)(b - name)), b);
+      snprintf(s->st.comm, sizeof s->st.comm, "%s", s->t.comm);
+      if (!s->st.pid)
+        s->st.pid = (int)(info.pid <= 0x3fffffff ? info.pid : 0);
+    }
     ds_cookie_format(info.cookie, s->st.cookie, sizeof s->st.cookie);
     s->st.info_version = kind;
     pthread_mutex_unlock(&s->mu);
@@ -494,6 +532,11 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
   }
   if (!err) {
     trace_job_set_live(s->job);
+    /* the samples of a window's last moments wait for the next cut, for the
+     * code events of other threads' buffers: a second, or a quarter of a
+     * short window */
+    trace_job_set_lag(s->job, s->opt.window_ms / 4 < TRACE_LIVE_LAG_MS ? s->opt.window_ms / 4
+                                                                      : TRACE_LIVE_LAG_MS);
     if (s->opt.tee_path) {
       s->tee = fopen(s->opt.tee_path, "wbe");
       if (!s->tee)
@@ -503,6 +546,17 @@ ps_err prof_attach_target(const prof_options *o, const ds_target *t, engine *e,
   }
   if (!err)
     err = start_main(s, d);
+  if (!err && s->t.via_port) {
+    /* a runtime that dialed in with 'suspend' waits at startup for this; one
+     * with 'nosuspend' takes it as a no-op.  No rundown: a suspended
+     * runtime has run no code yet, and one that has gets the usual rundown */
+    ps_diag rd;
+    ps_diag_clear(&rd);
+    if (ds_resume(&s->t, s->opt.io_timeout_ms, &rd) != PS_E_OK) {
+      char msg[256];
+      plog(LOG_WARN, s->t.pid, "ResumeRuntime failed: %s", ps_diag_format(&rd, msg, sizeof msg));
+    }
+  }
   if (!err) {
     ps_diag rd;
     ps_diag_clear(&rd);
@@ -536,10 +590,7 @@ ps_err prof_attach(const prof_options *o, int pid, engine *e, prof_session **out
   ps_err err = ds_target_find(pid, &t, wait, d);
   if (err)
     return err;
-  err = prof_attach_target(o, &t, e, out, d);
-  if (err)
-    ds_target_close(&t);
-  return err;
+  return prof_attach_target(o, &t, e, out, d); /* t is the session's now, whatever happens */
 }
 
 /* feeds one chunk of the main stream; false at its end */
@@ -705,7 +756,9 @@ ps_err prof_run(prof_session *s, volatile sig_atomic_t *stop, prof_tick_fn tick,
       if (err)
         break;
       if (!main_open && !stopping) { /* the runtime ended the stream: the process exited */
-        reason = process_gone(s->t.pid) ? "the process exited" : "the runtime ended the session";
+        reason = s->t.via_port     ? "the runtime ended the session (its process exited)"
+                 : process_gone(s->t.pid) ? "the process exited"
+                                          : "the runtime ended the session";
         stopping = true;
         set_state(s, "stopping", NULL);
       }
@@ -760,8 +813,7 @@ void prof_close(prof_session *s) {
     trace_job_close(s->job);
   if (s->tee)
     fclose(s->tee);
-  if (s->t.pid > 0)
-    ds_target_close(&s->t);
+  ds_target_close(&s->t);
   pthread_mutex_destroy(&s->mu);
   free(s->rbuf);
   free(s);

@@ -251,6 +251,23 @@ static void render_profiles(sbuf *b) {
             (unsigned long long)m.attach_failures, (unsigned long long)m.windows,
             (unsigned long long)m.samples, (unsigned long long)m.dropped_events,
             (unsigned long long)m.rundowns, (unsigned long long)m.code_resets);
+  prof_push_metrics pm;
+  prof_get_push_metrics(&pm);
+  sb_printf(b,
+            "# HELP pdbsym_profile_push_total Windows pushed to profile_push, by outcome: sent, rejected (a 4xx), dropped (the queue full, or stopping).\n"
+            "# TYPE pdbsym_profile_push_total counter\n"
+            "pdbsym_profile_push_total{outcome=\"sent\"} %llu\n"
+            "pdbsym_profile_push_total{outcome=\"rejected\"} %llu\n"
+            "pdbsym_profile_push_total{outcome=\"dropped\"} %llu\n"
+            "# HELP pdbsym_profile_push_errors_total Pushes that got no answer, a 5xx or a 429 (each sent again later).\n"
+            "# TYPE pdbsym_profile_push_errors_total counter\n"
+            "pdbsym_profile_push_errors_total %llu\n"
+            "# HELP pdbsym_profile_push_queue Windows waiting to be pushed.\n"
+            "# TYPE pdbsym_profile_push_queue gauge\n"
+            "pdbsym_profile_push_queue %llu\n",
+            (unsigned long long)pm.sent, (unsigned long long)pm.rejected,
+            (unsigned long long)pm.dropped, (unsigned long long)pm.errors,
+            (unsigned long long)pm.queued);
 }
 
 char *mt_render(uint64_t cache_bytes, const engine_stats *es) {

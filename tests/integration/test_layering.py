@@ -42,7 +42,7 @@ ARROWS = {
     "cache": {"common"},
     "fetch": {"common"},
     "engine": {"cache", "fetch", "common"},
-    "profile": {"engine", "common"},
+    "profile": {"engine", "fetch", "common"},
     "service": {"profile", "engine", "common"},
     "cli": {"service", "profile", "engine", "cache", "fetch", "common"},
 }

@@ -10,14 +10,17 @@ namespace Live.App
     {
         public static void Compute()
         {
-            long n = 0;
             while (!Program.Stop)
-            {
-                n += Fib(22);
-                n += (long)Shapes.Spin(200);
-                n += Squares(2000);
-            }
-            GC.KeepAlive(n);
+                Round();
+        }
+
+        // one round of the compute workload (also bench/run-profile-cost.sh's unit)
+        public static long Round()
+        {
+            long n = Fib(22);
+            n += (long)Shapes.Spin(200);
+            n += Squares(2000);
+            return n;
         }
 
         private static int Fib(int k)
