@@ -829,6 +829,23 @@ ps_err nt_sequence_point_threads(const nt_block *b, int format, nt_sp_thread_fn 
   return PS_E_OK;
 }
 
+ps_err nt_removed_threads(const nt_block *b, nt_sp_thread_fn fn, void *ctx, ps_diag *d) {
+  ps_reader r;
+  body_reader(&r, b);
+  while (rd_ok(&r) && rd_left(&r) > 0) {
+    uint64_t thread = rd_varuint(&r, 64, "RemoveThreadBlock thread index");
+    uint32_t seq = (uint32_t)rd_varuint(&r, 32, "RemoveThreadBlock sequence number");
+    if (!rd_ok(&r))
+      break;
+    ps_err e = fn(ctx, thread, seq);
+    if (e)
+      return e;
+  }
+  if (!rd_ok(&r))
+    return fail_reader(&r, d, "RemoveThreadBlock");
+  return PS_E_OK;
+}
+
 ps_err nt_threads_begin(nt_thread_iter *it, const nt_block *b, ps_diag *d) {
   (void)d;
   memset(it, 0, sizeof *it);

@@ -486,6 +486,41 @@ static ps_err on_sp_thread(void *ctx, uint64_t thread, uint32_t seq) {
   return PS_E_OK;
 }
 
+/* V6: a thread index the writer let go (RemoveThreadBlock): the events it
+ * dropped before counted, its sequence forgotten; its ThreadBlock row stays
+ * until the next sequence point, for events still queued. */
+static ps_err on_removed_thread(void *ctx, uint64_t thread, uint32_t seq) {
+  trace_job *j = ctx;
+  if (j->live)
+    for (size_t i = 0; i < j->nseqs; i++)
+      if (j->seqs[i].thread == thread) {
+        seq_gap(j, j->seqs[i].seq, seq);
+        j->seqs[i] = j->seqs[--j->nseqs];
+        break;
+      }
+  for (size_t k = 0; k < j->nv6; k++)
+    if (j->v6_threads[k].index == thread)
+      j->v6_threads[k].gone = true;
+  return PS_E_OK;
+}
+
+/* V6: the ThreadBlock rows let go (all of them when a sequence point
+ * flushes the thread cache), so that a process whose threads come and go
+ * keeps a table of the threads it has now */
+static void v6_forget(trace_job *j, bool all) {
+  size_t n = 0;
+  if (!all)
+    for (size_t k = 0; k < j->nv6; k++)
+      if (!j->v6_threads[k].gone)
+        j->v6_threads[n++] = j->v6_threads[k];
+  j->nv6 = n;
+  if (n == 0 && j->cv6 > 1024) { /* a burst of threads gone: their table too */
+    free(j->v6_threads);
+    j->v6_threads = NULL;
+    j->cv6 = 0;
+  }
+}
+
 /* a sequence point: gaps counted, and threads it does not name forgotten */
 static ps_err on_sequence_point(trace_job *j, const nt_block *b, ps_diag *d) {
   for (size_t i = 0; i < j->nseqs; i++)
@@ -744,8 +779,11 @@ static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
     if (e == PS_E_OK && j->live)
       e = on_sequence_point(j, b, d);
     window_clear(j);
+    if (e == PS_E_OK && j->format == 6) /* the queued events have used them */
+      v6_forget(j, (sp.flags & 1) != 0);
     return e;
   }
+  case NT_BLOCK_REMOVE_THREAD: return nt_removed_threads(b, on_removed_thread, j, d);
   case NT_BLOCK_EVENT: {
     nt_event_iter it;
     ps_err e = nt_events_begin(&it, b, j->format, d);
@@ -771,12 +809,18 @@ static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
       while (k < j->nv6 && j->v6_threads[k].index != t.index)
         k++;
       if (k == j->nv6) {
+        if (j->nv6 >= TJ_MAX_V6_THREADS) /* what a RemoveThreadBlock named may go early */
+          v6_forget(j, false);
+        if (j->nv6 >= TJ_MAX_V6_THREADS)
+          return ps_diag_set(d, PS_E_LIMIT, "ThreadBlock", (size_t)b->offset,
+                             "more than %d threads in use", TJ_MAX_V6_THREADS);
         if (!tj_grow(j, (void **)&j->v6_threads, &j->cv6, j->nv6 + 1, sizeof *j->v6_threads, d))
           return d->code;
-        j->nv6++;
+        k = j->nv6++;
       }
       j->v6_threads[k].index = t.index;
       j->v6_threads[k].tid = t.os_thread_id;
+      j->v6_threads[k].gone = false;
     }
     return e;
   }

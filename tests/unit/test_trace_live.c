@@ -277,8 +277,121 @@ TEST(a_chunk_filling_the_window_exactly) {
   free(data);
 }
 
+/* ---- V6 threads that come and go (NetTraceFormat.md; no runtime writes V6,
+ * so the stream is made here byte by byte) ---- */
+
+static void put(mem *m, const void *p, size_t n) { CHECK_EQ_U(to_mem(m, p, n), PS_E_OK); }
+
+static void put_varuint(mem *m, uint64_t v) {
+  uint8_t b[10];
+  size_t n = 0;
+  do {
+    b[n] = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    if (v)
+      b[n] |= 0x80;
+    n++;
+  } while (v);
+  put(m, b, n);
+}
+
+static void put_block(mem *m, int kind, const mem *body) {
+  uint32_t h = (uint32_t)body->len | (uint32_t)kind << 24;
+  uint8_t b[4] = {(uint8_t)h, (uint8_t)(h >> 8), (uint8_t)(h >> 16), (uint8_t)(h >> 24)};
+  put(m, b, 4);
+  put(m, body->p, body->len);
+}
+
+enum { LET_GO_REMOVE, LET_GO_FLUSH, LET_GO_NEVER };
+
+/* NTHREADS threads, each named by a ThreadBlock, writing one event (sequence
+ * number 1), then let go: by a RemoveThreadBlock saying its last event was
+ * number 3 (two dropped), by a sequence point that flushes the thread cache
+ * every 1000 threads, or never */
+static mem v6_churn(int how, uint32_t nthreads) {
+  mem m = {0}, b = {0};
+  put(&m, "Nettrace\0\0\0\0\6\0\0\0\0\0\0\0", 20);
+  /* TraceBlock: time, ticks, frequency 1e9, pointer size 8, no pairs */
+  uint8_t tb[40] = {0};
+  tb[24] = 0x00, tb[25] = 0xca, tb[26] = 0x9a, tb[27] = 0x3b, tb[32] = 8;
+  b.len = 0, put(&b, tb, sizeof tb), put_block(&m, 1, &b);
+  /* MetadataBlock: header size 0; row: size 9, id 1, provider "P", event 0, name "", 0 fields, 0 optional */
+  const uint8_t md[] = {0, 0, 9, 0, 1, 1, 'P', 0, 0, 0, 0, 0, 0};
+  b.len = 0, put(&b, md, sizeof md), put_block(&m, 3, &b);
+  for (uint32_t i = 0; i < nthreads; i++) {
+    mem row = {0};
+    put_varuint(&row, i);
+    put(&row, "\3", 1);
+    put_varuint(&row, 1000 + (uint64_t)i);
+    uint8_t rs[2] = {(uint8_t)row.len, 0};
+    b.len = 0, put(&b, rs, 2), put(&b, row.p, row.len), put_block(&m, 6, &b);
+    free(row.p);
+    /* EventBlock: header 20 (flags 1: compressed), one event: metadata 1,
+     * sequence 1, capture thread i, processor 0, thread i, timestamp, no payload */
+    uint8_t eh[20] = {20, 0, 1, 0};
+    b.len = 0, put(&b, eh, sizeof eh);
+    put(&b, (uint8_t[]){1 | 2 | 4 | 128, 1, 0}, 3);
+    put_varuint(&b, i), put(&b, "\0", 1), put_varuint(&b, i);
+    put_varuint(&b, 100 + (uint64_t)i), put(&b, "\0", 1);
+    put_block(&m, 2, &b);
+    if (how == LET_GO_REMOVE) {
+      b.len = 0, put_varuint(&b, i), put_varuint(&b, 3), put_block(&m, 7, &b);
+    }
+    if (i % 1000 == 999 || i + 1 == nthreads) { /* a sequence point naming no thread */
+      uint8_t sp[16] = {0};
+      uint64_t ts = 100 + (uint64_t)i;
+      for (int k = 0; k < 8; k++)
+        sp[k] = (uint8_t)(ts >> (8 * k));
+      sp[8] = how == LET_GO_FLUSH ? 1 : 0;
+      b.len = 0, put(&b, sp, sizeof sp), put_block(&m, 4, &b);
+    }
+  }
+  b.len = 0, put_block(&m, 0, &b);
+  free(b.p);
+  return m;
+}
+
+static ps_err feed_all(trace_job *j, const mem *m, ps_diag *d) {
+  for (size_t at = 0; at < m->len; at += 65536) {
+    ps_err e = trace_job_feed(j, (const uint8_t *)m->p + at, m->len - at < 65536 ? m->len - at : 65536, d);
+    if (e)
+      return e;
+  }
+  return trace_job_end_live(j, d);
+}
+
+TEST(v6_threads_come_and_go) {
+  const uint32_t n = 70000; /* more than a job keeps at once */
+  for (int how = LET_GO_REMOVE; how <= LET_GO_NEVER; how++) {
+    mem m = v6_churn(how, n);
+    trace_options o;
+    memset(&o, 0, sizeof o);
+    trace_job *j = NULL;
+    ps_diag d;
+    ps_diag_clear(&d);
+    CHECK_EQ_U(trace_job_open(&o, &j, &d), PS_E_OK);
+    trace_job_set_live(j);
+    ps_err e = feed_all(j, &m, &d);
+    char buf[256];
+    if (how == LET_GO_NEVER) { /* 70,000 threads at once: refused, named */
+      CHECK_EQ_U(e, PS_E_LIMIT);
+      CHECK(strstr(ps_diag_format(&d, buf, sizeof buf), "threads in use") != NULL);
+    } else {
+      if (e)
+        printf("  %s\n", ps_diag_format(&d, buf, sizeof buf));
+      CHECK_EQ_U(e, PS_E_OK);
+      CHECK_EQ_U(trace_job_stats(j)->events, n);
+      /* a RemoveThreadBlock's last sequence number counts what its thread dropped */
+      CHECK_EQ_U(trace_job_stats(j)->dropped_events, how == LET_GO_REMOVE ? 2 * (uint64_t)n : 0);
+    }
+    trace_job_close(j);
+    free(m.p);
+  }
+}
+
 int main(void) {
   RUN(windows_equal_the_whole_stream);
   RUN(a_chunk_filling_the_window_exactly);
+  RUN(v6_threads_come_and_go);
   return test_summary();
 }

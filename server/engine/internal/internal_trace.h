@@ -15,6 +15,8 @@
 #define TJ_NONE UINT32_MAX
 #define TJ_MAX_FRAMES 1024 /* frames kept of one stack (the runtime writes at most 100) */
 
+#define TJ_MAX_V6_THREADS 65536
+
 typedef struct {
   uint32_t id;
   uint8_t cls;     /* nt_event_class */
@@ -127,7 +129,10 @@ struct trace_job {
   size_t addr_slots_cap;
   tj_thread *threads;
   size_t nthreads, cthreads, last_thread;
-  struct { uint64_t index, tid; } *v6_threads; /* V6 ThreadBlock rows */
+  struct {
+    uint64_t index, tid;
+    bool gone; /* named by a RemoveThreadBlock: dropped at the next sequence point */
+  } *v6_threads; /* V6 ThreadBlock rows, at most TJ_MAX_V6_THREADS */
   size_t nv6, cv6;
   tj_frame *frames;
   size_t nframes, cframes;
