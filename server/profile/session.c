@@ -19,6 +19,9 @@
  *            the last window written
  */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -421,6 +424,12 @@ static ps_err cut_window(prof_session *s, ps_diag *d) {
     plog(LOG_INFO, s->t.pid, "window %llu written (%s): %llu samples, %llu events dropped", (unsigned long long)s->seq, stem, (unsigned long long)samples,
              (unsigned long long)dropped);
     e = trace_job_next_window(s->job, d);
+#ifdef __GLIBC__
+    /* the window's tables are free now: their pages go back to the system,
+     * holes inside the heap too, so that the RSS of a session profiled for
+     * weeks is what it holds, not the busiest window's high-water mark */
+    malloc_trim(0);
+#endif
   }
   s->win_start_ns = end_ns;
   s->win_start_ms = ds_now_ms();
