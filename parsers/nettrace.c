@@ -799,6 +799,53 @@ ps_err nt_read_sequence_point(const nt_block *b, int format, nt_sequence_point *
   return PS_E_OK;
 }
 
+ps_err nt_sequence_point_threads(const nt_block *b, int format, nt_sp_thread_fn fn, void *ctx,
+                                 ps_diag *d) {
+  nt_sequence_point sp;
+  ps_err e = nt_read_sequence_point(b, format, &sp, d);
+  if (e)
+    return e;
+  ps_reader r;
+  body_reader(&r, b);
+  rd_skip(&r, format == 6 ? 16 : 12, "SPBlock header");
+  for (uint32_t i = 0; i < sp.threads && rd_ok(&r); i++) {
+    uint64_t thread;
+    uint32_t seq;
+    if (format == 6) {
+      thread = rd_varuint(&r, 64, "SPBlock thread index");
+      seq = (uint32_t)rd_varuint(&r, 32, "SPBlock sequence number");
+    } else {
+      thread = rd_u64(&r, "SPBlock thread id");
+      seq = rd_u32(&r, "SPBlock sequence number");
+    }
+    if (!rd_ok(&r))
+      break;
+    e = fn(ctx, thread, seq);
+    if (e)
+      return e;
+  }
+  if (!rd_ok(&r))
+    return fail_reader(&r, d, "SPBlock");
+  return PS_E_OK;
+}
+
+ps_err nt_removed_threads(const nt_block *b, nt_sp_thread_fn fn, void *ctx, ps_diag *d) {
+  ps_reader r;
+  body_reader(&r, b);
+  while (rd_ok(&r) && rd_left(&r) > 0) {
+    uint64_t thread = rd_varuint(&r, 64, "RemoveThreadBlock thread index");
+    uint32_t seq = (uint32_t)rd_varuint(&r, 32, "RemoveThreadBlock sequence number");
+    if (!rd_ok(&r))
+      break;
+    ps_err e = fn(ctx, thread, seq);
+    if (e)
+      return e;
+  }
+  if (!rd_ok(&r))
+    return fail_reader(&r, d, "RemoveThreadBlock");
+  return PS_E_OK;
+}
+
 ps_err nt_threads_begin(nt_thread_iter *it, const nt_block *b, ps_diag *d) {
   (void)d;
   memset(it, 0, sizeof *it);

@@ -189,6 +189,18 @@ typedef struct {
 
 ps_err nt_read_sequence_point(const nt_block *b, int format, nt_sequence_point *out,
                               ps_diag *diag);
+/* Calls fn for each thread a sequence point lists: the capture thread (V6: its
+ * index) and the sequence number of the last event it wrote, so that a reader
+ * can count the events the runtime dropped (its buffer full).  A non-OK
+ * return from fn stops the walk and is returned. */
+typedef ps_err (*nt_sp_thread_fn)(void *ctx, uint64_t thread, uint32_t sequence);
+ps_err nt_sequence_point_threads(const nt_block *b, int format, nt_sp_thread_fn fn, void *ctx,
+                                 ps_diag *diag);
+
+/* V6 RemoveThreadBlock: calls fn for each thread index the writer no longer
+ * uses, with the sequence number of its last event (so that the events it
+ * dropped before it went can be counted).  fn's non-OK return stops the walk. */
+ps_err nt_removed_threads(const nt_block *b, nt_sp_thread_fn fn, void *ctx, ps_diag *diag);
 
 /* V6 ThreadBlock rows. */
 typedef struct {

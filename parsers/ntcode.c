@@ -30,6 +30,7 @@ void ntc_free(ntc_table *t) {
   release(t, t->maps, t->cmaps * sizeof *t->maps);
   release(t, t->entries, t->centries * sizeof *t->entries);
   release(t, t->seen, t->seen_cap * sizeof *t->seen);
+  release(t, t->dead, t->cdead * sizeof *t->dead);
   memset(t, 0, sizeof *t);
 }
 
@@ -155,28 +156,54 @@ bool ntc_add_module(ntc_table *t, const nt_module_load *m) {
   return true;
 }
 
-bool ntc_add_method(ntc_table *t, const nt_method_load *m) {
-  uint64_t h = mix(mix(mix(mix(mix(1, m->start), m->size), m->method_id), m->rejit), m->token);
-  if (!first_sight(t, h))
-    return t->err == PS_E_OK;
+/* a body's identity: its range, ids and names (dynamic methods reuse both
+ * the memory and the MethodDesc of a collected one, under a new name) */
+static uint64_t str_hash(uint64_t h, const char *s) {
+  for (; *s; s++)
+    h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+  return h * 0x100000001b3ULL; /* the end of one string */
+}
+
+static uint64_t method_hash(uint64_t start, uint32_t size, uint64_t method_id, uint64_t rejit,
+                            uint32_t token, const char *ns, const char *nm, const char *sig) {
+  uint64_t names = str_hash(str_hash(str_hash(0xcbf29ce484222325ULL, ns), nm), sig);
+  return mix(mix(mix(mix(mix(mix(1, start), size), method_id), rejit), token), names);
+}
+
+/* a body whose strings are set by the caller; NULL on a repeat or failure */
+static ntc_method *add_body(ntc_table *t, uint64_t start, uint32_t size, uint64_t method_id,
+                            uint64_t rejit, uint32_t token, const char *ns, const char *nm,
+                            const char *sig) {
+  if (!first_sight(t, method_hash(start, size, method_id, rejit, token, ns, nm, sig)))
+    return NULL;
   if (!grow(t, (void **)&t->methods, &t->cmethods, t->nmethods + 1, sizeof *t->methods))
-    return false;
+    return NULL;
   ntc_method *o = &t->methods[t->nmethods];
   memset(o, 0, sizeof *o);
-  o->start = m->start;
-  o->size = m->size;
-  o->token = m->token;
-  o->flags = m->flags;
-  o->method_id = m->method_id;
-  o->rejit = m->rejit;
-  o->module_id = m->module_id;
+  o->start = start;
+  o->size = size;
+  o->token = token;
+  o->method_id = method_id;
+  o->rejit = rejit;
   o->module = NTC_NONE;
-  o->ns = add_u16(t, m->ns);
-  o->name = add_u16(t, m->name);
-  o->signature = add_u16(t, m->signature);
   o->map_first = NTC_NONE;
   o->map_last_il = 0;
   o->seq = t->seq++;
+  return o;
+}
+
+bool ntc_add_method(ntc_table *t, const nt_method_load *m) {
+  char ns[4096], nm[4096], sig[4096];
+  size_t nl = nt_u16_to_utf8(m->ns, ns, sizeof ns), ml = nt_u16_to_utf8(m->name, nm, sizeof nm),
+         sl = nt_u16_to_utf8(m->signature, sig, sizeof sig);
+  ntc_method *o = add_body(t, m->start, m->size, m->method_id, m->rejit, m->token, ns, nm, sig);
+  if (!o)
+    return t->err == PS_E_OK;
+  o->flags = m->flags;
+  o->module_id = m->module_id;
+  o->ns = add_str(t, ns, nl);
+  o->name = add_str(t, nm, ml);
+  o->signature = add_str(t, sig, sl);
   if (t->err)
     return false;
   t->nmethods++;
@@ -201,6 +228,8 @@ bool ntc_add_il_map(ntc_table *t, const nt_il_map *m) {
   r->first = (uint32_t)t->nentries;
   r->count = m->count;
   r->seq = t->seq++;
+  r->last_il = 0;
+  r->used = false;
   for (size_t i = 0; i < m->count; i++) {
     ntc_entry *e = &t->entries[t->nentries++];
     e->native = nt_il_map_native(m, i);
@@ -338,20 +367,23 @@ ps_err ntc_finish(ntc_table *t) {
     if (t->err)
       return t->err;
     r->count = n;
-    r->seq = (uint32_t)last; /* reused: the map's largest IL offset */
+    r->last_il = last;
   }
   for (size_t i = 0; i < t->nmethods; i++) {
     ntc_method *m = &t->methods[i];
     if (m->map_first == NTC_NONE || m->map_count != 0 || m->map_first >= t->nmaps)
       continue;
-    const ntc_mapref *r = &t->maps[m->map_first];
+    ntc_mapref *r = &t->maps[m->map_first];
     m->map_first = r->first;
     m->map_count = r->count;
-    m->map_last_il = (int32_t)r->seq;
+    m->map_last_il = r->last_il;
+    r->used = true;
   }
-  /* maps are consumed: a later finish must not pair them again */
+  /* attached maps are consumed: a later finish must not pair them again; a
+   * map whose body has not come yet waits for it (a finish may run mid-trace) */
   for (size_t i = 0; i < t->nmaps; i++)
-    t->maps[i].count = NTC_NONE;
+    if (t->maps[i].used)
+      t->maps[i].count = NTC_NONE;
   if (t->nmodules > 1) /* (qsort's array may not be NULL even when empty) */
     qsort(t->modules, t->nmodules, sizeof *t->modules, cmp_module);
   if (t->nmethods > 1)
@@ -364,7 +396,10 @@ ps_err ntc_finish(ntc_table *t) {
     if (n > 0) {
       ntc_method *prev = &t->methods[n - 1];
       if (prev->start == m->start && prev->size == m->size && prev->method_id == m->method_id &&
-          prev->rejit == m->rejit) {
+          prev->rejit == m->rejit && prev->token == m->token &&
+          !strcmp(ntc_s(t, prev->name), ntc_s(t, m->name)) &&
+          !strcmp(ntc_s(t, prev->ns), ntc_s(t, m->ns)) &&
+          !strcmp(ntc_s(t, prev->signature), ntc_s(t, m->signature))) {
         if (prev->map_count == 0 && m->map_count != 0) {
           prev->map_first = m->map_first;
           prev->map_count = m->map_count;
@@ -522,5 +557,196 @@ bool ntc_attach_map(ntc_table *t, size_t i, const ntc_entry *e, uint32_t n) {
   m->map_first = count ? first : NTC_NONE;
   m->map_count = count;
   m->map_last_il = last;
+  return true;
+}
+
+/* ---- a live code map: unloads, purges, merges ---- */
+
+bool ntc_note_unload(ntc_table *t, const nt_method_load *m) {
+  if (!grow(t, (void **)&t->dead, &t->cdead, t->ndead + 1, sizeof *t->dead))
+    return false;
+  t->dead[t->ndead].method_id = m->method_id;
+  t->dead[t->ndead].start = m->start;
+  t->ndead++;
+  return true;
+}
+
+static int cmp_dead(const void *a, const void *b) {
+  const struct ntc_dead *x = a, *y = b;
+  if (x->method_id != y->method_id)
+    return x->method_id < y->method_id ? -1 : 1;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static bool is_dead(const ntc_table *t, const ntc_method *m) {
+  size_t lo = 0, hi = t->ndead;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const struct ntc_dead *x = &t->dead[mid];
+    if (x->method_id < m->method_id || (x->method_id == m->method_id && x->start < m->start))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < t->ndead && t->dead[lo].method_id == m->method_id && t->dead[lo].start == m->start;
+}
+
+/* s into the new string arena ns (of *len, capacity cap), returning its offset */
+static uint32_t keep_str(const ntc_table *t, uint32_t off, char *ns, size_t *len) {
+  const char *s = ntc_s(t, off);
+  size_t n = strlen(s);
+  if (n == 0)
+    return 0;
+  uint32_t at = (uint32_t)*len;
+  memcpy(ns + at, s, n + 1);
+  *len += n + 1;
+  return at;
+}
+
+ps_err ntc_purge(ntc_table *t) {
+  if (t->err)
+    return t->err;
+  if (!t->finished)
+    return t->err = PS_E_INVALID;
+  if (t->ndead > 1)
+    qsort(t->dead, t->ndead, sizeof *t->dead, cmp_dead);
+  /* what stays: its strings and entries, counted before allocating */
+  size_t keep = 0, nentries = 0, slen = 1;
+  for (size_t i = 0; i < t->nmethods; i++) {
+    const ntc_method *m = &t->methods[i];
+    if (t->ndead && is_dead(t, m))
+      continue;
+    keep++;
+    if (m->map_first != NTC_NONE)
+      nentries += m->map_count;
+    slen += strlen(ntc_s(t, m->ns)) + strlen(ntc_s(t, m->name)) + strlen(ntc_s(t, m->signature)) + 3;
+  }
+  for (size_t i = 0; i < t->nmodules; i++) {
+    const ntc_module *o = &t->modules[i];
+    slen += strlen(ntc_s(t, o->il_path)) + strlen(ntc_s(t, o->native_path)) +
+            strlen(ntc_s(t, o->pdb_path)) + 3;
+  }
+  ps_err e = PS_E_OK;
+  char *ns = ps_alloc_array(t->budget, slen, 1, &e);
+  ntc_entry *ne = ns ? ps_alloc_array(t->budget, nentries ? nentries : 1, sizeof *ne, &e) : NULL;
+  if (!ns || !ne) {
+    if (ns)
+      release(t, ns, slen);
+    return t->err = e ? e : PS_E_NOMEM;
+  }
+  size_t sl = 1, en = 0, n = 0;
+  ns[0] = '\0';
+  for (size_t i = 0; i < t->nmodules; i++) {
+    ntc_module *o = &t->modules[i];
+    o->il_path = keep_str(t, o->il_path, ns, &sl);
+    o->native_path = keep_str(t, o->native_path, ns, &sl);
+    o->pdb_path = keep_str(t, o->pdb_path, ns, &sl);
+  }
+  for (size_t i = 0; i < t->nmethods; i++) {
+    ntc_method m = t->methods[i];
+    if (t->ndead && is_dead(t, &m)) {
+      t->purged++;
+      continue;
+    }
+    m.ns = keep_str(t, m.ns, ns, &sl);
+    m.name = keep_str(t, m.name, ns, &sl);
+    m.signature = keep_str(t, m.signature, ns, &sl);
+    if (m.map_first != NTC_NONE) {
+      memcpy(ne + en, t->entries + m.map_first, (size_t)m.map_count * sizeof *ne);
+      m.map_first = (uint32_t)en;
+      en += m.map_count;
+    }
+    t->methods[n++] = m;
+  }
+  t->nmethods = n;
+  release(t, t->strs, t->strs_cap);
+  t->strs = ns;
+  t->strs_len = sl;
+  t->strs_cap = slen;
+  release(t, t->entries, t->centries * sizeof *t->entries);
+  t->entries = ne;
+  t->nentries = en;
+  t->centries = nentries ? nentries : 1;
+  /* the maps were consumed by ntc_finish; the dead list is done with */
+  t->nmaps = 0;
+  t->ndead = 0;
+  /* the set of bodies seen: only those kept (the maps' are forgotten, so a
+   * map sent again is added again and dropped by the next purge) */
+  release(t, t->seen, t->seen_cap * sizeof *t->seen);
+  t->seen = NULL;
+  t->seen_cap = 0;
+  t->nseen = 0;
+  for (size_t i = 0; i < t->nmethods; i++) {
+    const ntc_method *m = &t->methods[i];
+    if (!first_sight(t, method_hash(m->start, m->size, m->method_id, m->rejit, m->token,
+                                    ntc_s(t, m->ns), ntc_s(t, m->name), ntc_s(t, m->signature))))
+      if (t->err)
+        return t->err;
+  }
+  return PS_E_OK;
+}
+
+static uint32_t copy_str(ntc_table *t, const ntc_table *from, uint32_t off) {
+  const char *s = ntc_s(from, off);
+  return add_str(t, s, strlen(s));
+}
+
+bool ntc_merge(ntc_table *t, const ntc_table *from) {
+  for (size_t i = 0; i < from->nmodules; i++) {
+    const ntc_module *f = &from->modules[i];
+    bool have = false;
+    for (size_t k = 0; k < t->nmodules && !have; k++)
+      have = t->modules[k].module_id == f->module_id;
+    if (have)
+      continue;
+    if (!grow(t, (void **)&t->modules, &t->cmodules, t->nmodules + 1, sizeof *t->modules))
+      return false;
+    ntc_module *o = &t->modules[t->nmodules];
+    *o = *f;
+    o->il_path = copy_str(t, from, f->il_path);
+    o->native_path = copy_str(t, from, f->native_path);
+    o->pdb_path = copy_str(t, from, f->pdb_path);
+    if (t->err)
+      return false;
+    t->nmodules++;
+    t->finished = false;
+  }
+  for (size_t i = 0; i < from->nmethods; i++) {
+    const ntc_method *f = &from->methods[i];
+    ntc_method *o = add_body(t, f->start, f->size, f->method_id, f->rejit, f->token,
+                             ntc_s(from, f->ns), ntc_s(from, f->name), ntc_s(from, f->signature));
+    if (!o) {
+      if (t->err)
+        return false;
+      continue; /* a body t has */
+    }
+    o->flags = f->flags;
+    o->module_id = f->module_id;
+    o->ns = copy_str(t, from, f->ns);
+    o->name = copy_str(t, from, f->name);
+    o->signature = copy_str(t, from, f->signature);
+    if (t->err)
+      return false;
+    t->nmethods++;
+    t->finished = false;
+    if (f->map_first == NTC_NONE || f->map_count == 0)
+      continue;
+    /* its map, after it: ntc_finish pairs the two */
+    if (!grow(t, (void **)&t->maps, &t->cmaps, t->nmaps + 1, sizeof *t->maps) ||
+        !grow(t, (void **)&t->entries, &t->centries, t->nentries + f->map_count,
+              sizeof *t->entries))
+      return false;
+    ntc_mapref *r = &t->maps[t->nmaps++];
+    r->method_id = f->method_id;
+    r->rejit = f->rejit;
+    r->first = (uint32_t)t->nentries;
+    r->count = f->map_count;
+    r->seq = t->seq++;
+    r->last_il = 0;
+    r->used = false;
+    memcpy(t->entries + t->nentries, from->entries + f->map_first,
+           (size_t)f->map_count * sizeof *t->entries);
+    t->nentries += f->map_count;
+  }
   return true;
 }

@@ -64,7 +64,9 @@ typedef struct {
 typedef struct {
   uint64_t method_id, rejit;
   uint32_t first, count; /* into entries */
-  uint32_t seq;
+  uint32_t seq;          /* load order, for pairing */
+  int32_t last_il;       /* the map's largest IL offset (after ntc_finish) */
+  bool used;             /* attached to a body (then count is NTC_NONE) */
 } ntc_mapref;
 
 typedef struct {
@@ -85,6 +87,10 @@ typedef struct {
   uint64_t *seen;
   size_t nseen, seen_cap;
   uint64_t duplicates;
+  /* methods the runtime unloaded (MethodUnloadVerbose), dropped by ntc_purge */
+  struct ntc_dead { uint64_t method_id, start; } *dead;
+  size_t ndead, cdead;
+  uint64_t purged;    /* method bodies dropped by ntc_purge, in all */
   ps_err err; /* sticky */
   bool finished;
 } ntc_table;
@@ -102,6 +108,26 @@ bool ntc_add_module(ntc_table *t, const nt_module_load *m);
 bool ntc_add_method(ntc_table *t, const nt_method_load *m);
 bool ntc_add_il_map(ntc_table *t, const nt_il_map *m); /* extent 0 only; others ignored */
 ps_err ntc_finish(ntc_table *t);
+
+/*
+ * A live profile's code map lives as long as the process it watches, so it
+ * must not keep what the process dropped (pdbsym profile, engine/trace.c):
+ *
+ *   ntc_note_unload  a MethodUnloadVerbose: the body (MethodID, start) is
+ *                    dropped at the next ntc_purge (samples taken before the
+ *                    unload are named first, by the caller)
+ *   ntc_purge        (finished tables only) drops the unloaded bodies and
+ *                    rebuilds the arrays, the strings and the set of bodies
+ *                    seen from what is left, so the table's bytes follow the
+ *                    methods loaded now, not every method ever loaded
+ *   ntc_merge        adds a finished table's modules, bodies and maps (a
+ *                    rundown session's) to t; ntc_finish then pairs them
+ *
+ * Each returns false / an error (t->err) when t's budget is exhausted.
+ */
+bool ntc_note_unload(ntc_table *t, const nt_method_load *m);
+ps_err ntc_purge(ntc_table *t);
+bool ntc_merge(ntc_table *t, const ntc_table *from);
 
 typedef enum {
   NTC_MAP_NONE = 0,   /* the method has no IL map */

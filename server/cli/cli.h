@@ -27,5 +27,6 @@ int cmd_fetch(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_symbolicate(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "profile.h"
 #include "settings.h"
 
 static void log_warning(void *ctx, const char *msg) {
@@ -49,6 +50,15 @@ int cmd_serve(int argc, char **argv) {
   }
   settings_warn_folders(&cfg, log_warning, NULL);
 
+  {
+    prof_manager_config pc;
+    settings_profile_config(&cfg, &pc);
+    if (!prof_manager_check(&pc, err, sizeof err)) {
+      fprintf(stderr, "pdbsym serve: %s\n", err);
+      return 2;
+    }
+  }
+
   /* Block the stop signals before any thread starts, so every thread
    * inherits the mask and only sigwait below sees them. */
   sigset_t stop;
@@ -80,16 +90,33 @@ int cmd_serve(int argc, char **argv) {
     return 1;
   }
 
+  /* the processes the settings name for profiling (docs/profiling.md) */
+  prof_manager_config pc;
+  settings_profile_config(&cfg, &pc);
+  prof_manager *pm = NULL;
+  if (prof_manager_start(&pc, eng, &pm, &diag) != PS_E_OK) {
+    char buf[512];
+    log_line l;
+    log_begin(&l, LOG_ERROR, "cannot start the profiler");
+    log_str(&l, "error", ps_diag_format(&diag, buf, sizeof buf));
+    log_str(&l, "profile_dir", cfg.profile_dir);
+    log_end(&l);
+    engine_close(eng);
+    return 1;
+  }
+
   static api a;
   a.eng = eng;
   a.cfg = &cfg;
   a.draining = 0;
+  a.profiles = pm;
   http_server *srv = http_start(&a, &cfg, err, sizeof err);
   if (!srv) {
     log_line l;
     log_begin(&l, LOG_ERROR, "cannot start the HTTP server");
     log_str(&l, "error", err);
     log_end(&l);
+    prof_manager_free(pm);
     engine_close(eng);
     return 1;
   }
@@ -117,7 +144,11 @@ int cmd_serve(int argc, char **argv) {
   a.draining = 1;
   /* the whole shutdown within stop_timeout: each grace gets what is left */
   uint64_t budget = cfg.stop_timeout * 1000u, t0 = engine_now_ms();
+  /* the profiled processes' sessions stopped and their last windows written
+   * while the engine still names modules, then HTTP */
+  prof_manager_stop(pm);
   http_stop(srv, (unsigned)cfg.shutdown_grace, budget);
+  prof_manager_free(pm);
   uint64_t spent = engine_now_ms() - t0;
   engine_close_within(eng, spent < budget ? budget - spent : 0);
   log_begin_always(&l, LOG_INFO, "stopped");

@@ -12,6 +12,7 @@ static const cli_command commands[] = {
     {"symbolicate", "answer a POST /symbolicate body from stdin, without a server",
      cmd_symbolicate},
     {"trace", "symbolicate a .NET EventPipe trace (.nettrace)", cmd_trace},
+    {"profile", "profile a running .NET process, one profile per window", cmd_profile},
     {"warm", "fill the cache ahead of time", cmd_warm},
     {"health", "check that a running service answers /health", cmd_health},
     {"version", "print the version", cmd_version},

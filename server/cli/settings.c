@@ -211,3 +211,61 @@ void settings_engine_config(const settings *s, engine_config *ec) {
   settings_warn_folders(&s->cfg, warn_stderr, NULL);
   settings_engine_config_from(&s->cfg, ec);
 }
+
+bool settings_profile_formats(const char *s, unsigned *out) {
+  *out = 0;
+  char buf[64];
+  if (strlen(s) >= sizeof buf)
+    return false;
+  memcpy(buf, s, strlen(s) + 1);
+  for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+    if (!strcmp(t, "speedscope"))
+      *out |= PROF_SPEEDSCOPE;
+    else if (!strcmp(t, "pprof"))
+      *out |= PROF_PPROF;
+    else
+      return false;
+  }
+  return *out != 0;
+}
+
+void settings_profile_options(const srv_config *c, prof_options *o) {
+  memset(o, 0, sizeof *o);
+  o->window_ms = c->profile_window;
+  if (!settings_profile_formats(c->profile_format, &o->formats))
+    o->formats = 0; /* prof_manager_check says so */
+  o->buffer_mb = (uint32_t)c->profile_buffer_mb;
+  o->resolve_ms = c->profile_resolve_timeout * 1000;
+  o->io_timeout_ms = c->profile_ipc_timeout * 1000;
+  o->collect_version = (int)c->profile_collect_version;
+  o->trace.code_budget = (size_t)c->profile_code_budget;
+  o->trace.stack_budget = (size_t)c->profile_stack_budget;
+  if (c->trace_spill_dir[0])
+    o->trace.spill_dir = c->trace_spill_dir;
+}
+
+void settings_profile_config(const srv_config *c, prof_manager_config *pc) {
+  memset(pc, 0, sizeof *pc);
+  pc->pids = c->profile_pids;
+  pc->command = c->profile_command;
+  pc->diagnostic_port = c->diagnostic_port;
+  pc->scan_interval_ms = c->profile_scan_interval * 1000;
+  pc->max_sessions = (unsigned)c->max_profiled_processes;
+  pc->out_dir = c->profile_dir;
+  pc->max_files = c->profile_max_files;
+  pc->max_bytes = c->profile_max_bytes;
+  settings_profile_options(c, &pc->session);
+  settings_profile_push(c, &pc->push);
+}
+
+void settings_profile_push(const srv_config *c, prof_push_config *pp) {
+  memset(pp, 0, sizeof *pp);
+  pp->url = c->profile_push;
+  pp->tenant = c->profile_push_tenant;
+  pp->auth = c->profile_push_auth;
+  pp->service = c->profile_push_service;
+  pp->labels = c->profile_push_labels;
+  pp->queue_max = (unsigned)c->profile_push_queue;
+  pp->queue_bytes = c->profile_push_queue_bytes;
+  pp->timeout_ms = c->profile_push_timeout * 1000;
+}

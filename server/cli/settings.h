@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "profile.h"
 
 typedef struct {
   srv_config cfg;          /* every setting, as `pdbsym serve` would see it */
@@ -62,6 +63,15 @@ const char *settings_help(void);
 void settings_engine_config(const settings *s, engine_config *ec);
 /* The engine's configuration from a srv_config (every setting config.c lists). */
 void settings_engine_config_from(const srv_config *cfg, engine_config *ec);
+
+/* What `pdbsym serve` profiles, and how, from the profile_* settings (the
+ * strings point into c); `pdbsym profile` takes its session options from
+ * the same place. */
+void settings_profile_config(const srv_config *c, prof_manager_config *pc);
+void settings_profile_options(const srv_config *c, prof_options *o);
+void settings_profile_push(const srv_config *c, prof_push_config *pp);
+/* "speedscope", "pprof", "speedscope,pprof" as PROF_* bits; false on junk */
+bool settings_profile_formats(const char *s, unsigned *out);
 
 /* Parses "1000", "64K", "512M", "2G" (binary units).  false on junk/overflow. */
 bool settings_parse_bytes(const char *s, uint64_t *out);

@@ -27,6 +27,7 @@ typedef enum {
   CF_ENUM,   /* one of the words in `allowed` ("debug|info|warn|error") */
   CF_DIR,    /* a folder that must exist (empty: the setting's default) */
   CF_CACHE,  /* a folder made when missing; refused when a file is there */
+  CF_DUR,    /* a duration kept in milliseconds: 250ms, 5s, 2m, 1h; a bare number is seconds */
 } cf_type;
 
 typedef struct {
@@ -51,6 +52,7 @@ typedef struct {
 #define UR(k, d, lo, hi, h) {#k, CF_U64, offsetof(srv_config, k), 0, d, h, lo, hi, NULL}
 #define ZR(k, d, lo, hi, h) {#k, CF_SIZE, offsetof(srv_config, k), 0, d, h, lo, hi, NULL}
 #define TR(k, d, lo, hi, h) {#k, CF_SECS, offsetof(srv_config, k), 0, d, h, lo, hi, NULL}
+#define DUR(k, d, lo, hi, h) {#k, CF_DUR, offsetof(srv_config, k), 0, d, h, lo, hi, NULL}
 #define L(k, d, h) {#k, CF_LISTEN, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, NULL}
 #define E(k, d, words, h) {#k, CF_ENUM, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, words}
 #define D(k, d, h) {#k, CF_DIR, offsetof(srv_config, k), STRCAP(k), d, h, 0, 0, NULL}
@@ -140,6 +142,30 @@ static const cf_setting settings[] = {
     UR(v5_max_frames, "200000", 1, 0, "most addresses in one /symbolicate/v5 request, all jobs together (one library may have them all); more get 400"),
     UR(v5_max_jobs, "1000", 1, 0, "most jobs in one /symbolicate/v5 request (the Firefox Profiler sends one per library); more get 400"),
     T(v5_timeout, "120", "seconds a /symbolicate/v5 request waits for its modules' downloads (its clients never retry)"),
+    S(profile_pids, "", "pids of running .NET processes to profile, comma-separated (docs/profiling.md); HTTP requests cannot add any"),
+    S(profile_command, "", "also profile every .NET process whose command name (/proc/PID/comm) matches this shell pattern (dotnet, MyApp*)"),
+    S(diagnostic_port, "", "a Unix socket (created mode 0600) that runtimes started with DOTNET_DiagnosticPorts=PATH[,nosuspend] dial; each is profiled, a 'suspend' one from its first instruction"),
+    S(profile_push, "", "push every window's pprof to this profile store (Grafana Pyroscope's POST /ingest, e.g. http://pyroscope:4040); empty: none"),
+    S(profile_push_tenant, "", "X-Scope-OrgID header of each push (a multi-tenant Pyroscope), sent to profile_push's origin only"),
+    S(profile_push_auth, "", "Authorization header value of each push (Bearer TOKEN, Basic ...), sent to profile_push's origin only"),
+    S(profile_push_service, "", "the application name pushed (Pyroscope's service_name); empty: the process's command name"),
+    S(profile_push_labels, "", "labels added to every pushed window: name=value[,name=value] (env=prod,region=eu)"),
+    UR(profile_push_queue, "100", 1, 100000, "windows waiting to be pushed (the store down, slow); past it the oldest is dropped and counted"),
+    Z(profile_push_queue_bytes, "64M", "bytes of windows waiting to be pushed; past it the oldest is dropped and counted"),
+    T(profile_push_timeout, "10", "seconds one push may take; a failed one is sent again after 1 s, doubled up to 60 s"),
+    T(profile_scan_interval, "5", "seconds between looks for the processes profile_pids and profile_command name (one that refused is asked again at the next look while younger than 30 s, then after 1 minute if named, 5 if matched)"),
+    DUR(profile_window, "60s", 250, 3600000, "each profile covers one window of this length (250ms to 1h; 5s, 2m)"),
+    S(profile_dir, ".pdbsym-profiles", "folder the windows' profiles are written into"),
+    S(profile_format, "speedscope,pprof", "the files of each window: speedscope, pprof, or both"),
+    U(profile_max_files, "1000", "window files kept in profile_dir (every process's together); the oldest removed first"),
+    Z(profile_max_bytes, "1G", "bytes of window files kept in profile_dir; the oldest removed first"),
+    UR(profile_buffer_mb, "64", 1, 4096, "MB of buffer the runtime keeps for a profiling session; events past it are dropped (and counted)"),
+    Z(profile_code_budget, "64M", "bytes a session's code map (methods, IL maps) may hold; past it the map is forgotten and rebuilt from a rundown"),
+    Z(profile_stack_budget, "8M", "bytes of a window's interned stacks kept in memory before spilling to a file"),
+    T(profile_resolve_timeout, "5", "seconds a window's end waits for a module's symbols (a module still downloading is named in a later window)"),
+    TR(profile_ipc_timeout, "10", 1, 3600, "seconds each diagnostic IPC connect, write and read may take"),
+    UR(profile_collect_version, "5", 2, 5, "the newest CollectTracing command tried (2 to 5); older ones follow when a runtime does not know it"),
+    UR(max_profiled_processes, "4", 1, 1024, "processes profiled at once, a thread each; more named processes wait for a free one"),
     E(log_level, "info", "debug|info|warn|error", "debug, info, warn or error (JSON lines on stderr)"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -273,6 +299,7 @@ static const char *kind_text(const cf_setting *s, char *buf, size_t cap) {
   case CF_MS: snprintf(buf, cap, "want a duration in milliseconds (250, 250ms, 2s)%s", range); break;
   case CF_BOOL: snprintf(buf, cap, "want true or false (also yes/no, on/off, 1/0)"); break;
   case CF_ENUM: snprintf(buf, cap, "want one of %s", s->allowed); break;
+  case CF_DUR: snprintf(buf, cap, "want a duration (250ms, 5s, 2m, 1h; a bare number is seconds)%s", range); break;
   default: snprintf(buf, cap, "want text"); break;
   }
   return buf;
@@ -280,6 +307,33 @@ static const char *kind_text(const cf_setting *s, char *buf, size_t cap) {
 
 /* Reads val into s's field, or says why not in err: one line naming the
  * setting, the value, where it came from and what is allowed. */
+bool cfg_parse_duration_ms(const char *s, uint64_t *ms) {
+  while (isspace((unsigned char)*s))
+    s++;
+  if (!isdigit((unsigned char)*s))
+    return false;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || v > 30ull * 86400 * 1000)
+    return false;
+  uint64_t mul = 1000;
+  if (!strcmp(end, "ms"))
+    mul = 1, end += 2;
+  else if (*end == 's')
+    mul = 1000, end++;
+  else if (*end == 'm')
+    mul = 60000, end++;
+  else if (*end == 'h')
+    mul = 3600000, end++;
+  while (isspace((unsigned char)*end))
+    end++;
+  if (*end || v * mul > 30ull * 86400 * 1000)
+    return false;
+  *ms = (uint64_t)v * mul;
+  return true;
+}
+
 static bool set_value(srv_config *c, const cf_setting *s, const char *val, char *err,
                       size_t cap, const char *where) {
   char *base = (char *)c + s->off;
@@ -348,6 +402,15 @@ static bool set_value(srv_config *c, const cf_setting *s, const char *val, char 
                                                 : NULL;
     uint64_t v;
     if (!parse_num(val, units, &v) || v < s->min || (s->max && v > s->max)) {
+      why = kind_text(s, allowed, sizeof allowed);
+      break;
+    }
+    *(uint64_t *)(void *)base = v;
+    return true;
+  }
+  case CF_DUR: {
+    uint64_t v;
+    if (!cfg_parse_duration_ms(val, &v) || v < s->min || (s->max && v > s->max)) {
       why = kind_text(s, allowed, sizeof allowed);
       break;
     }
@@ -730,6 +793,10 @@ void cfg_print(const srv_config *c, FILE *out) {
     case CF_DIR:
     case CF_CACHE:
       fprintf(out, "%s = %s\n", s->key, base);
+      break;
+    case CF_DUR:
+      fprintf(out, "%s = %llums\n", s->key,
+              (unsigned long long)*(const uint64_t *)(const void *)base);
       break;
     case CF_U64:
     case CF_SIZE:

@@ -96,6 +96,31 @@ typedef struct {
   uint64_t v5_max_frames;      /* /symbolicate/v5: addresses in one request, all jobs */
   uint64_t v5_max_jobs;
   uint64_t v5_timeout;         /* seconds a v5 request waits for its modules */
+  /* profiling running .NET processes (server/profile, docs/profiling.md) */
+  char profile_pids[1024];     /* pids `pdbsym serve` attaches to, comma-separated */
+  char profile_command[256];   /* attach to processes whose command name matches (fnmatch) */
+  char diagnostic_port[108];   /* a socket runtimes dial into (DOTNET_DiagnosticPorts), "" = none */
+  char profile_push[1024];     /* a profile store's base URL (Pyroscope /ingest), "" = none */
+  char profile_push_tenant[256];
+  char profile_push_auth[1024];
+  char profile_push_service[128];
+  char profile_push_labels[512];
+  uint64_t profile_push_queue;       /* windows waiting to be pushed */
+  uint64_t profile_push_queue_bytes;
+  uint64_t profile_push_timeout;     /* seconds a POST may take */
+  uint64_t profile_scan_interval; /* seconds between looks for processes to attach to */
+  uint64_t profile_window;     /* ms: one profile per window */
+  char profile_dir[1024];      /* where window files go */
+  char profile_format[64];     /* speedscope, pprof, or both (comma-separated) */
+  uint64_t profile_max_files;  /* window files kept in profile_dir */
+  uint64_t profile_max_bytes;  /* bytes of window files kept */
+  uint64_t profile_buffer_mb;  /* the runtime's buffer for a session, MB */
+  uint64_t profile_code_budget;  /* bytes of a session's code map */
+  uint64_t profile_stack_budget; /* bytes of a window's interned stacks in memory */
+  uint64_t profile_resolve_timeout; /* seconds a window's cut waits for a module */
+  uint64_t profile_ipc_timeout;     /* seconds: each diagnostic IPC connect, write and read */
+  uint64_t profile_collect_version; /* the newest CollectTracing version tried (2 to 5) */
+  uint64_t max_profiled_processes;  /* sessions at once (a thread each) */
   char log_level[16];          /* debug, info, warn, error */
   char config_file[1024];      /* the file read, "" if none */
 } srv_config;
@@ -127,6 +152,10 @@ typedef struct {
                                     link-local or private addresses are refused unless
                                     the source's own address is of that kind */
 } dl_limits;
+
+/* "250ms", "5s", "2m", "1h", or a bare number of seconds, as milliseconds
+ * (at most 30 days); false on junk. */
+bool cfg_parse_duration_ms(const char *s, uint64_t *ms);
 
 /* The download_* (and related) settings of c as a dl_limits. */
 void cfg_dl_limits(const srv_config *c, dl_limits *out);

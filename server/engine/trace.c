@@ -208,7 +208,7 @@ static bool addr_index(trace_job *j, uint64_t ip, bool leaf, uint32_t *out, ps_d
     uint32_t s = j->addr_slots[h];
     if (!s)
       break;
-    if (j->addrs[s - 1].ip == ip && j->addrs[s - 1].leaf == leaf) {
+    if (j->addrs[s - 1].ip == ip && j->addrs[s - 1].leaf == leaf && !j->addrs[s - 1].frozen) {
       *out = s - 1;
       return true;
     }
@@ -217,7 +217,7 @@ static bool addr_index(trace_job *j, uint64_t ip, bool leaf, uint32_t *out, ps_d
     return ps_diag_set(d, PS_E_LIMIT, "trace", 0, "too many distinct addresses"), false;
   if (!tj_grow(j, (void **)&j->addrs, &j->caddrs, j->naddrs + 1, sizeof *j->addrs, d))
     return false;
-  j->addrs[j->naddrs] = (tj_addr){ip, leaf, TJ_NONE, TJ_NONE};
+  j->addrs[j->naddrs] = (tj_addr){.ip = ip, .leaf = leaf, .frame = TJ_NONE, .callee = TJ_NONE, .il = -1};
   j->addr_slots[h] = (uint32_t)j->naddrs + 1;
   *out = (uint32_t)j->naddrs++;
   j->stats.addresses = j->naddrs;
@@ -561,41 +561,148 @@ static ps_err on_sample(trace_job *j, const nt_event *ev, ps_diag *d) {
   return spill_put(j, rec, sizeof rec, d);
 }
 
-static ps_err on_event(trace_job *j, const nt_event *ev, ps_diag *d) {
-  j->stats.events++;
-  const tj_meta *m = NULL;
-  if (ev->metadata_id < j->nmeta_by_id && j->meta_by_id[ev->metadata_id] != TJ_NONE)
-    m = &j->metas[j->meta_by_id[ev->metadata_id]];
-  if (!m)
-    return PS_E_OK; /* no metadata: not an event pdbsym reads */
+/* ---- events the runtime dropped ----
+ *
+ * Each capture thread numbers the events it writes 1, 2, 3...; a gap is
+ * events the runtime dropped because the session's buffer was full.  A
+ * sequence point lists every thread with the number of the last event it
+ * wrote.  The rule is TraceEvent's (EventCache.cs): a thread seen for the
+ * first time counts nothing; in V4/V5 files a thread whose last number is 0
+ * counts nothing (its id may be a new thread's). */
+
+static tj_seq *seq_thread(trace_job *j, uint64_t thread, uint32_t first, ps_diag *d) {
+  for (size_t i = 0; i < j->nseqs; i++)
+    if (j->seqs[i].thread == thread)
+      return &j->seqs[i];
+  if (j->nseqs >= 65536) { /* forget them all rather than grow: a few gaps unseen */
+    j->nseqs = 0;
+  }
+  if (!tj_grow(j, (void **)&j->seqs, &j->cseqs, j->nseqs + 1, sizeof *j->seqs, d))
+    return NULL;
+  tj_seq *t = &j->seqs[j->nseqs++];
+  t->thread = thread;
+  t->seq = first;
+  t->listed = true;
+  return t;
+}
+
+static void seq_gap(trace_job *j, uint32_t last, uint32_t next) {
+  if (j->format < 6 && last == 0)
+    return;
+  int32_t gap = (int32_t)(next - last);
+  if (gap > 0)
+    j->stats.dropped_events += (uint64_t)gap;
+}
+
+static ps_err on_sp_thread(void *ctx, uint64_t thread, uint32_t seq) {
+  trace_job *j = ctx;
+  ps_diag d;
+  ps_diag_clear(&d);
+  tj_seq *t = seq_thread(j, thread, seq, &d);
+  if (!t)
+    return d.code;
+  seq_gap(j, t->seq, seq);
+  t->seq = seq;
+  t->listed = true;
+  return PS_E_OK;
+}
+
+/* V6: a thread index the writer let go (RemoveThreadBlock): the events it
+ * dropped before counted, its sequence forgotten; its ThreadBlock row stays
+ * until the next sequence point, for events still queued. */
+static ps_err on_removed_thread(void *ctx, uint64_t thread, uint32_t seq) {
+  trace_job *j = ctx;
+  if (j->live)
+    for (size_t i = 0; i < j->nseqs; i++)
+      if (j->seqs[i].thread == thread) {
+        seq_gap(j, j->seqs[i].seq, seq);
+        j->seqs[i] = j->seqs[--j->nseqs];
+        break;
+      }
+  for (size_t k = 0; k < j->nv6; k++)
+    if (j->v6_threads[k].index == thread)
+      j->v6_threads[k].gone = true;
+  return PS_E_OK;
+}
+
+/* V6: the ThreadBlock rows let go (all of them when a sequence point
+ * flushes the thread cache), so that a process whose threads come and go
+ * keeps a table of the threads it has now */
+static void v6_forget(trace_job *j, bool all) {
+  size_t n = 0;
+  if (!all)
+    for (size_t k = 0; k < j->nv6; k++)
+      if (!j->v6_threads[k].gone)
+        j->v6_threads[n++] = j->v6_threads[k];
+  j->nv6 = n;
+  if (n == 0 && j->cv6 > 1024) { /* a burst of threads gone: their table too */
+    free(j->v6_threads);
+    j->v6_threads = NULL;
+    j->cv6 = 0;
+  }
+}
+
+/* a sequence point: gaps counted, and threads it does not name forgotten */
+static ps_err on_sequence_point(trace_job *j, const nt_block *b, ps_diag *d) {
+  for (size_t i = 0; i < j->nseqs; i++)
+    j->seqs[i].listed = false;
+  ps_err e = nt_sequence_point_threads(b, j->format, on_sp_thread, j, d);
+  size_t n = 0;
+  for (size_t i = 0; i < j->nseqs; i++)
+    if (j->seqs[i].listed)
+      j->seqs[n++] = j->seqs[i];
+  j->nseqs = n;
+  return e;
+}
+
+/* a code map past its budget: a live job goes on without it (the caller
+ * forgets it and runs a rundown); any other job fails */
+static ps_err code_full(trace_job *j, const nt_event *ev, ps_diag *d) {
+  if (j->live && (j->code.err == PS_E_LIMIT || j->code.err == PS_E_NOMEM)) {
+    j->code_full = true;
+    j->stats.code_events_lost++;
+    return PS_E_OK;
+  }
+  return ps_diag_set(d, j->code.err, "trace", (size_t)ev->offset,
+                     "the code map needs more than the %zu-byte code budget", j->opt.code_budget);
+}
+
+static ps_err freeze_range(trace_job *j, const nt_method_load *ml, ps_diag *d);
+
+/* One event pdbsym reads, in time order (see the queue below). */
+static ps_err handle_event(trace_job *j, const nt_event *ev, const tj_meta *m, ps_diag *d) {
   ps_err e = PS_E_OK;
   switch ((nt_event_class)m->cls) {
   case NT_EV_METHOD_LOAD: {
     nt_method_load ml;
     e = nt_decode_method_load(ev->payload, ev->payload_len, m->version, &ml, d);
     if (e == PS_E_OK && !ntc_add_method(&j->code, &ml))
-      e = ps_diag_set(d, j->code.err, "trace", (size_t)ev->offset,
-                      "the code map needs more than the %zu-byte code budget",
-                      j->opt.code_budget);
+      e = code_full(j, ev, d);
     j->stats.methods = j->code.nmethods;
+    break;
+  }
+  case NT_EV_METHOD_UNLOAD: {
+    nt_method_load ml;
+    e = nt_decode_method_load(ev->payload, ev->payload_len, m->version, &ml, d);
+    if (e == PS_E_OK)
+      e = freeze_range(j, &ml, d);
+    /* a live job drops the body at the next cut; a file's keeps every body */
+    if (e == PS_E_OK && j->live && !ntc_note_unload(&j->code, &ml))
+      e = code_full(j, ev, d);
     break;
   }
   case NT_EV_IL_MAP: {
     nt_il_map im;
     e = nt_decode_il_map(ev->payload, ev->payload_len, m->version, &im, d);
     if (e == PS_E_OK && !ntc_add_il_map(&j->code, &im))
-      e = ps_diag_set(d, j->code.err, "trace", (size_t)ev->offset,
-                      "the code map needs more than the %zu-byte code budget",
-                      j->opt.code_budget);
+      e = code_full(j, ev, d);
     break;
   }
   case NT_EV_MODULE_LOAD: {
     nt_module_load mo;
     e = nt_decode_module_load(ev->payload, ev->payload_len, m->version, &mo, d);
     if (e == PS_E_OK && !ntc_add_module(&j->code, &mo))
-      e = ps_diag_set(d, j->code.err, "trace", (size_t)ev->offset,
-                      "the code map needs more than the %zu-byte code budget",
-                      j->opt.code_budget);
+      e = code_full(j, ev, d);
     j->stats.modules = j->code.nmodules;
     break;
   }
@@ -605,6 +712,134 @@ static ps_err on_event(trace_job *j, const nt_event *ev, ps_diag *d) {
   if (e != PS_E_OK && d->where == NULL)
     d->where = "EventBlock";
   return e;
+}
+
+/* ---- events in time order ----
+ *
+ * The runtime writes each thread's events in order, but the threads'
+ * buffers reach the stream in any order: a method's unload on the GC's
+ * thread may come after the load of the method that reuses its memory, and
+ * after that method's samples.  So, as TraceEvent does (EventCache.cs), the
+ * events pdbsym reads are queued between two sequence points and handled
+ * sorted by timestamp (ties in file order) at the second one, while the
+ * StackBlocks they name are still held.  A live job's cut, and the end of a
+ * trace, handle what is queued.  The queue is bounded by stack_window bytes;
+ * past it, it is handled early. */
+
+static int cmp_qev(const void *a, const void *b) {
+  const tj_qev *x = a, *y = b;
+  if (x->ts != y->ts)
+    return x->ts < y->ts ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Handles the queued events up to timestamp upto (all: UINT64_MAX), in time
+ * order; later ones stay queued. */
+static ps_err flush_upto(trace_job *j, uint64_t upto, ps_diag *d) {
+  if (j->nq > 1)
+    qsort(j->q, j->nq, sizeof *j->q, cmp_qev);
+  ps_err e = PS_E_OK;
+  size_t i = 0;
+  for (; i < j->nq && e == PS_E_OK && j->q[i].ts <= upto; i++) {
+    const tj_qev *q = &j->q[i];
+    nt_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.offset = q->offset;
+    ev.metadata_id = q->metadata_id;
+    ev.sequence = q->sequence;
+    ev.thread_id = q->thread_id;
+    ev.capture_thread_id = q->capture_thread_id;
+    ev.stack_id = q->stack_id;
+    ev.timestamp = q->ts;
+    ev.payload = j->qarena + q->payload_off;
+    ev.payload_len = q->payload_len;
+    tj_meta m = {q->metadata_id, q->cls, q->version};
+    e = handle_event(j, &ev, &m, d);
+  }
+  if (i == j->nq || e) {
+    j->nq = 0;
+    j->qlen = 0;
+    return e;
+  }
+  /* the rest, and their payloads (in any order in the arena), to the front */
+  size_t rest = 0;
+  for (size_t k = i; k < j->nq; k++)
+    rest += j->q[k].payload_len;
+  uint8_t *tmp = malloc(rest ? rest : 1);
+  if (!tmp)
+    return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+  size_t n = 0, len = 0;
+  for (size_t k = i; k < j->nq; k++) {
+    tj_qev q = j->q[k];
+    memcpy(tmp + len, j->qarena + q.payload_off, q.payload_len);
+    q.payload_off = (uint32_t)len;
+    len += q.payload_len;
+    j->q[n++] = q;
+  }
+  if (len)
+    memcpy(j->qarena, tmp, len);
+  free(tmp);
+  j->nq = n;
+  j->qlen = len;
+  return PS_E_OK;
+}
+
+static ps_err flush_queue(trace_job *j, ps_diag *d) { return flush_upto(j, UINT64_MAX, d); }
+
+static ps_err on_event(trace_job *j, const nt_event *ev, ps_diag *d) {
+  j->stats.events++;
+  if (j->live && ev->metadata_id != 0) {
+    tj_seq *t = seq_thread(j, ev->capture_thread_id, ev->sequence - 1, d);
+    if (!t)
+      return d->code;
+    seq_gap(j, t->seq, ev->sequence - 1);
+    t->seq = ev->sequence;
+  }
+  const tj_meta *m = NULL;
+  if (ev->metadata_id < j->nmeta_by_id && j->meta_by_id[ev->metadata_id] != TJ_NONE)
+    m = &j->metas[j->meta_by_id[ev->metadata_id]];
+  if (!m || m->cls == NT_EV_OTHER)
+    return PS_E_OK; /* not an event pdbsym reads */
+  if (ev->payload_len > UINT32_MAX / 2)
+    return ps_diag_set(d, PS_E_LIMIT, "EventBlock", (size_t)ev->offset, "event payload too large");
+  size_t bytes = (j->nq + 1) * sizeof(tj_qev) + j->qlen + ev->payload_len;
+  if (bytes > j->opt.stack_window && j->nq) { /* handled early rather than grow */
+    ps_err e = flush_queue(j, d);
+    if (e)
+      return e;
+  }
+  if (j->nq == j->cq) {
+    size_t nc = j->cq ? 2 * j->cq : 1024;
+    tj_qev *nq = realloc(j->q, nc * sizeof *nq);
+    if (!nq)
+      return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+    j->q = nq;
+    j->cq = nc;
+  }
+  if (j->qlen + ev->payload_len > j->qcap) {
+    size_t nc = j->qcap ? j->qcap : 1 << 16;
+    while (nc < j->qlen + ev->payload_len)
+      nc *= 2;
+    uint8_t *na = realloc(j->qarena, nc);
+    if (!na)
+      return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+    j->qarena = na;
+    j->qcap = nc;
+  }
+  if (ev->payload_len)
+    memcpy(j->qarena + j->qlen, ev->payload, ev->payload_len);
+  j->q[j->nq] = (tj_qev){ev->timestamp,    ev->thread_id,         ev->capture_thread_id,
+                         ev->offset,       ev->stack_id,          ev->metadata_id,
+                         ev->sequence,     (uint32_t)j->qlen,     (uint32_t)ev->payload_len,
+                         j->qorder++,      m->cls,                m->version};
+  if (ev->timestamp > j->max_ts)
+    j->max_ts = ev->timestamp;
+  j->nq++;
+  j->qlen += ev->payload_len;
+  bytes = j->nq * sizeof(tj_qev) + j->qlen;
+  if (bytes + j->win_len > j->stats.peak_window_bytes)
+    j->stats.peak_window_bytes = bytes + j->win_len;
+  return PS_E_OK;
 }
 
 static ps_err on_metadata(trace_job *j, const nt_block *b, ps_diag *d) {
@@ -661,9 +896,16 @@ static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
   case NT_BLOCK_SP: {
     nt_sequence_point sp;
     ps_err e = nt_read_sequence_point(b, j->format, &sp, d);
+    if (e == PS_E_OK)
+      e = flush_queue(j, d); /* while the StackBlocks they name are held */
+    if (e == PS_E_OK && j->live)
+      e = on_sequence_point(j, b, d);
     window_clear(j);
+    if (e == PS_E_OK && j->format == 6) /* the queued events have used them */
+      v6_forget(j, (sp.flags & 1) != 0);
     return e;
   }
+  case NT_BLOCK_REMOVE_THREAD: return nt_removed_threads(b, on_removed_thread, j, d);
   case NT_BLOCK_EVENT: {
     nt_event_iter it;
     ps_err e = nt_events_begin(&it, b, j->format, d);
@@ -689,12 +931,18 @@ static ps_err on_block(trace_job *j, const nt_block *b, ps_diag *d) {
       while (k < j->nv6 && j->v6_threads[k].index != t.index)
         k++;
       if (k == j->nv6) {
+        if (j->nv6 >= TJ_MAX_V6_THREADS) /* what a RemoveThreadBlock named may go early */
+          v6_forget(j, false);
+        if (j->nv6 >= TJ_MAX_V6_THREADS)
+          return ps_diag_set(d, PS_E_LIMIT, "ThreadBlock", (size_t)b->offset,
+                             "more than %d threads in use", TJ_MAX_V6_THREADS);
         if (!tj_grow(j, (void **)&j->v6_threads, &j->cv6, j->nv6 + 1, sizeof *j->v6_threads, d))
           return d->code;
-        j->nv6++;
+        k = j->nv6++;
       }
       j->v6_threads[k].index = t.index;
       j->v6_threads[k].tid = t.os_thread_id;
+      j->v6_threads[k].gone = false;
     }
     return e;
   }
@@ -822,10 +1070,25 @@ ps_err trace_job_feed(trace_job *j, const uint8_t *data, size_t len, ps_diag *d)
       ps_err e = pump(j, false, d);
       if (e)
         return j->failed = true, e;
-      if (j->rlen == j->rcap && j->need > j->rcap)
-        return j->failed = true,
-               ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stream.offset,
-                           "a block of more than %zu bytes", j->opt.max_block);
+      if (j->rlen == j->rcap && j->need > j->rcap) {
+        /* the window is full and the unit is longer: room for all of it (a
+         * chunk that filled the window exactly never grew it) */
+        size_t limit = j->opt.max_block + 256;
+        if (j->need > limit)
+          return j->failed = true,
+                 ps_diag_set(d, PS_E_LIMIT, "trace", (size_t)j->stream.offset,
+                             "a block of more than %zu bytes", j->opt.max_block);
+        size_t ncap = j->rcap;
+        while (ncap < j->need)
+          ncap = ncap * 2 < limit ? ncap * 2 : limit;
+        uint8_t *nb = realloc(j->rbuf, ncap);
+        if (!nb)
+          return j->failed = true, ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+        j->rbuf = nb;
+        j->rcap = ncap;
+        if (ncap > j->stats.peak_read_bytes)
+          j->stats.peak_read_bytes = ncap;
+      }
     }
   }
   return PS_E_OK;
@@ -860,6 +1123,9 @@ void trace_job_close(trace_job *j) {
   free(j->frame_slots);
   free(j->fstrs);
   free(j->calls);
+  free(j->seqs);
+  free(j->q);
+  free(j->qarena);
   free(j);
 }
 
@@ -1103,14 +1369,18 @@ static tj_image *module_image(trace_job *j, uint32_t mi) {
   return img;
 }
 
-static void close_images(trace_job *j) {
-  for (size_t i = 0; j->mods && i < j->nmods; i++) {
-    if (j->mods[i].image) {
-      filemap_close(&j->mods[i].image->fm);
-      free(j->mods[i].image);
-      j->mods[i].image = NULL;
-    }
+static void close_image(tj_module *m) {
+  if (m->image) {
+    filemap_close(&m->image->fm);
+    free(m->image);
+    m->image = NULL;
   }
+  m->image_tried = false;
+}
+
+static void close_images(trace_job *j) {
+  for (size_t i = 0; j->mods && i < j->nmods; i++)
+    close_image(&j->mods[i]);
 }
 
 /* a method whose code may be precompiled: not JIT-compiled (MethodFlags
@@ -1310,78 +1580,122 @@ static bool call_site(trace_job *j, const tj_addr *a, const ntc_method *m, const
   return false;
 }
 
+/* "Namespace.Type.Method(args)" */
+static void method_part(const char *ns, const char *nm, const char *signature, char *out,
+                        size_t cap) {
+  const char *sig = strchr(signature, '(');
+  snprintf(out, cap, "%s%s%s%s", ns, *ns ? "." : "", nm, sig ? sig : "()");
+}
+
+/* "Module!Namespace.Type.Method(args)", as dotnet-trace names a frame */
+static void method_name(const trace_job *j, const ntc_module *mo, const char *part, char *out,
+                        size_t cap) {
+  char mod[256];
+  short_module(mo ? ntc_s(&j->code, mo->il_path) : "", mod, sizeof mod);
+  snprintf(out, cap, "%s!%s", *mod ? mod : "?", part);
+}
+
+/* the code map's module of module_id (a finished map), or NTC_NONE */
+static uint32_t module_index(const trace_job *j, uint64_t id) {
+  size_t lo = 0, hi = j->code.nmodules;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (j->code.modules[mid].module_id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < j->code.nmodules && j->code.modules[lo].module_id == id ? (uint32_t)lo
+                                                                              : NTC_NONE;
+}
+
 static ps_err resolve_address(trace_job *j, tj_addr *a, trace_local_fn local, void *lctx,
                               ps_diag *d) {
-  ntc_answer ans;
   tj_frame f;
   memset(&f, 0, sizeof f);
-  char name[2048], mod[256], function[1024] = "", async[1024] = "";
+  char name[2048], function[1024] = "", async[1024] = "";
   const char *file = "";
-  if (!ntc_lookup(&j->code, a->ip, a->leaf, &ans)) {
-    snprintf(name, sizeof name, "?!?");
-    f.unknown = true;
+  uint32_t mi = NTC_NONE, token = 0;
+  int32_t il = -1, il_end = -1;
+  int32_t look = -1;             /* the IL offset looked up: il, or the estimate */
+  bool approx = false;
+  const ntc_method *m = NULL;    /* NULL: named at its unload (no map, no IL) */
+  if (a->frozen) { /* named at its method's unload; its module now (a rundown may
+                      have named it since) */
+    token = a->token;
+    il = look = a->il;
+    mi = module_index(j, a->module_id);
+    method_name(j, mi != NTC_NONE ? &j->code.modules[mi] : NULL, tj_str(j, a->fname), name,
+                sizeof name);
   } else {
-    const ntc_method *m = ans.method;
-    short_module(ans.module ? ntc_s(&j->code, ans.module->il_path) : "", mod, sizeof mod);
-    const char *sig = strchr(ntc_s(&j->code, m->signature), '(');
-    const char *ns = ntc_s(&j->code, m->ns);
-    snprintf(name, sizeof name, "%s!%s%s%s%s", *mod ? mod : "?", ns, *ns ? "." : "",
-             ntc_s(&j->code, m->name), sig ? sig : "()");
-    f.token = m->token;
-    f.il = ans.il;
-    /* code the JIT mapped to no IL offset: the nearest mapped entry before
-     * it gives the estimate, marked as one */
-    int32_t il = ans.il;
-    bool approx = false;
-    if (ans.mapping == NTC_MAP_UNMAPPED) {
-      approx = true;
-      if (ans.estimate >= 0)
-        il = ans.estimate;
+    ntc_answer ans;
+    if (!ntc_lookup(&j->code, a->ip, a->leaf, &ans)) {
+      snprintf(name, sizeof name, "?!?");
+      f.unknown = true;
+    } else {
+      m = ans.method;
+      char part[2048];
+      method_part(ntc_s(&j->code, m->ns), ntc_s(&j->code, m->name),
+                  ntc_s(&j->code, m->signature), part, sizeof part);
+      method_name(j, ans.module, part, name, sizeof name);
+      token = m->token;
+      il = look = ans.il;
+      il_end = ans.il_end;
+      mi = ans.module ? m->module : NTC_NONE;
+      /* code the JIT mapped to no IL offset: the nearest mapped entry before
+       * it gives the estimate, marked as one */
+      if (ans.mapping == NTC_MAP_UNMAPPED) {
+        approx = true;
+        if (ans.estimate >= 0)
+          look = ans.estimate;
+      }
     }
-    if (ans.module && il >= 0 && (m->token >> 24) == 0x06) {
-      const symtab *st = module_symbols(j, m->module, local, lctx);
-      if (st) {
-        st_answer sa, ca; /* s points into one or the other to the end */
-        st_lookup_token(st, m->token, (uint32_t)il, &sa);
-        if (sa.status == ST_OK && sa.nsyms > 0) {
-          const st_symbol *s = &sa.syms[0];
-          if (s->file && s->has_line) {
-            file = s->file;
-            f.line = s->line;
-            f.column = s->has_column ? s->column : 0;
-            f.hidden = s->hidden;
-            /* a map entry that stands for several statements: the line is
-             * the first one's, the code may be another's */
-            if (!approx && coarse_entry(st, m->token, il, ans.il_end, s->line))
+  }
+  f.token = token;
+  f.il = il;
+  if (!f.unknown && mi != NTC_NONE && look >= 0 && (token >> 24) == 0x06) {
+    const symtab *st = module_symbols(j, mi, local, lctx);
+    if (st) {
+      st_answer sa, ca; /* s points into one or the other to the end */
+      st_lookup_token(st, token, (uint32_t)look, &sa);
+      if (sa.status == ST_OK && sa.nsyms > 0) {
+        const st_symbol *s = &sa.syms[0];
+        if (s->file && s->has_line) {
+          file = s->file;
+          f.line = s->line;
+          f.column = s->has_column ? s->column : 0;
+          f.hidden = s->hidden;
+          /* a map entry that stands for several statements: the line is
+           * the first one's, the code may be another's */
+          if (m && !approx && coarse_entry(st, token, look, il_end, s->line))
+            approx = true;
+          /* a return address: the call its callee names in the IL, when
+           * one line holds it, settles the doubt, or corrects the map's
+           * line (marked, as it is not the map's) */
+          uint32_t call_il;
+          if (m && call_site(j, a, m, st, look, il_end, &call_il)) {
+            st_lookup_token(st, token, call_il, &ca);
+            const st_symbol *c = &ca.syms[0];
+            if (c->line == s->line) {
+              approx = false;
+            } else {
               approx = true;
-            /* a return address: the call its callee names in the IL, when
-             * one line holds it, settles the doubt, or corrects the map's
-             * line (marked, as it is not the map's) */
-            uint32_t call_il;
-            if (call_site(j, a, m, st, il, ans.il_end, &call_il)) {
-              st_lookup_token(st, m->token, call_il, &ca);
-              const st_symbol *c = &ca.syms[0];
-              if (c->line == s->line) {
-                approx = false;
-              } else {
-                approx = true;
-                f.line = c->line;
-                f.column = c->has_column ? c->column : 0;
-                f.hidden = false;
-                file = c->file ? c->file : file;
-                s = c;
-              }
+              f.line = c->line;
+              f.column = c->has_column ? c->column : 0;
+              f.hidden = false;
+              file = c->file ? c->file : file;
+              s = c;
             }
-            /* a call from a statement written over several lines: the
-             * line is the statement's first, the call may be on another */
-            if (!a->leaf && s->has_column && s->end_line > s->line)
-              approx = true;
-            f.line_approx = approx;
           }
-          snprintf(function, sizeof function, "%s", s->function);
-          if (s->async_method)
-            snprintf(async, sizeof async, "%s", s->async_method);
+          /* a call from a statement written over several lines: the
+           * line is the statement's first, the call may be on another */
+          if (!a->leaf && s->has_column && s->end_line > s->line)
+            approx = true;
+          f.line_approx = approx;
         }
+        snprintf(function, sizeof function, "%s", s->function);
+        if (s->async_method)
+          snprintf(async, sizeof async, "%s", s->async_method);
       }
     }
   }
@@ -1453,6 +1767,144 @@ const char *trace_job_warning(const trace_job *j, size_t i) {
 
 bool trace_job_useless(const trace_job *j) { return j->finished && j->useless; }
 
+/* A method is unloaded: the window's addresses in its range are its (it was
+ * the code there since its load, and an earlier method's were frozen at that
+ * one's unload), so they are named now, before the range can hold another
+ * method; a later sample at one of those IPs is a new address.  ml is the
+ * unload event's payload: the method's name when the code map lacks it. */
+static ps_err freeze_range(trace_job *j, const nt_method_load *ml, ps_diag *d) {
+  uint64_t lo = ml->start, size = ml->size;
+  bool any = false;
+  for (size_t i = 0; i < j->naddrs && !any; i++)
+    any = !j->addrs[i].frozen && j->addrs[i].ip - lo < size;
+  if (!any)
+    return PS_E_OK;
+  bool have_map = !j->code.err && (j->code.finished || ntc_finish(&j->code) == PS_E_OK);
+  j->code.err = PS_E_OK; /* a failed finish leaves the table as it was; the payload names */
+  for (size_t i = 0; i < j->naddrs; i++) {
+    tj_addr *a = &j->addrs[i];
+    if (a->frozen || a->ip - lo >= size)
+      continue;
+    a->frozen = true;
+    if (a->frame != TJ_NONE) /* already named (a live job's code map was full) */
+      continue;
+    char part[2048];
+    ntc_answer ans;
+    if (have_map && ntc_lookup(&j->code, a->ip, a->leaf, &ans) && ans.method->start == lo) {
+      const ntc_method *m = ans.method;
+      method_part(ntc_s(&j->code, m->ns), ntc_s(&j->code, m->name),
+                  ntc_s(&j->code, m->signature), part, sizeof part);
+      a->token = m->token;
+      a->il = ans.il;
+      a->module_id = m->module_id;
+    } else { /* a body loaded before the trace began: its name, no IL offset */
+      char ns[512], nm[512], sig[1024];
+      nt_u16_to_utf8(ml->ns, ns, sizeof ns);
+      nt_u16_to_utf8(ml->name, nm, sizeof nm);
+      nt_u16_to_utf8(ml->signature, sig, sizeof sig);
+      method_part(ns, nm, sig, part, sizeof part);
+      a->token = ml->token;
+      a->il = -1;
+      a->module_id = ml->module_id;
+    }
+    a->fname = fstr(j, part, d);
+    if (a->fname == TJ_NONE)
+      return d->code;
+  }
+  return PS_E_OK;
+}
+
+/* j->mods made parallel to j->code.modules again (ntc_finish sorts the
+ * modules, and a live job's map gains and loses modules): each module keeps
+ * what was resolved for it, by module id. */
+static ps_err sync_modules(trace_job *j, ps_diag *d) {
+  size_t n = j->code.nmodules;
+  tj_module *nm = calloc(n ? n : 1, sizeof *nm);
+  if (!nm)
+    return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+  bool *kept = calloc(j->nmods ? j->nmods : 1, sizeof *kept);
+  if (!kept) {
+    free(nm);
+    return ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint64_t id = j->code.modules[i].module_id;
+    nm[i].module_id = id;
+    for (size_t k = 0; k < j->nmods; k++) /* both sorted by module id */
+      if (!kept[k] && j->mods[k].module_id == id) {
+        nm[i] = j->mods[k];
+        if (nm[i].local) /* st points at the entry's own table */
+          nm[i].st = &nm[i].local_st;
+        kept[k] = true;
+        break;
+      }
+  }
+  for (size_t k = 0; k < j->nmods; k++) { /* modules the map no longer has */
+    if (kept[k])
+      continue;
+    if (j->mods[k].local)
+      st_free(&j->mods[k].local_st);
+    if (j->mods[k].pinned && j->eng)
+      engine_release(j->eng, &j->mods[k].h);
+    close_image(&j->mods[k]);
+  }
+  free(kept);
+  free(j->mods);
+  j->mods = nm;
+  j->nmods = n;
+  return PS_E_OK;
+}
+
+/* every address not named yet, named with the code map as it is now */
+static ps_err resolve_pending(trace_job *j, engine *e, trace_local_fn local, void *lctx,
+                              ps_diag *d) {
+  j->eng = e;
+  /* a live job's cut leaves the last lag_ms of events queued: another thread's
+   * buffer, not yet in the stream, may hold a code event they need */
+  uint64_t upto = UINT64_MAX;
+  if (j->live && !j->input_done && j->lag_ms && j->qpc_freq) {
+    uint64_t lag = j->qpc_freq / 1000 * j->lag_ms;
+    upto = j->max_ts > lag ? j->max_ts - lag : 0;
+  }
+  ps_err err = flush_upto(j, upto, d);
+  if (err)
+    return err;
+  if (j->live && j->code_full)
+    j->code.err = PS_E_OK; /* what it holds is whole: try to finish it */
+  if (!j->code.finished)
+    err = ntc_finish(&j->code);
+  if (err && j->live) { /* named "?!?" below; the caller forgets the map */
+    j->code_full = true;
+    err = PS_E_OK;
+  }
+  if (err)
+    return ps_diag_set(d, err, "trace", (size_t)j->stats.bytes,
+                       "the code map needs more than the %zu-byte code budget",
+                       j->opt.code_budget);
+  err = sync_modules(j, d);
+  if (err)
+    return err;
+  /* precompiled methods' maps from their images (r2r); the images stay
+   * open while the addresses are named (their IL gives the call sites) */
+  attach_r2r(j);
+  if (j->code.err && j->live) { /* the maps passed the budget: a full map */
+    j->code_full = true;
+    j->code.err = PS_E_OK;
+  } else if (j->code.err) {
+    close_images(j);
+    return ps_diag_set(d, j->code.err, "trace", (size_t)j->stats.bytes,
+                       "the code map needs more than the %zu-byte code budget",
+                       j->opt.code_budget);
+  }
+  for (size_t i = 0; err == PS_E_OK && i < j->naddrs; i++)
+    if (j->addrs[i].frame == TJ_NONE)
+      err = resolve_address(j, &j->addrs[i], local, lctx, d);
+  /* done with the images until the next cut: a live job looks again then
+   * (for the modules loaded since, and the methods first run since) */
+  close_images(j);
+  return err;
+}
+
 ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lctx,
                         ps_diag *d) {
   if (j->failed)
@@ -1462,33 +1914,9 @@ ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lct
     return j->failed = true, err;
   if (!j->stream.trace_seen)
     return j->failed = true, ps_diag_set(d, PS_E_CORRUPT, "trace", 0, "no Trace object");
-  j->eng = e;
-  err = ntc_finish(&j->code);
+  err = resolve_pending(j, e, local, lctx, d);
   if (err)
-    return j->failed = true,
-           ps_diag_set(d, err, "trace", (size_t)j->stats.bytes,
-                       "the code map needs more than the %zu-byte code budget",
-                       j->opt.code_budget);
-  j->nmods = j->code.nmodules;
-  j->mods = calloc(j->nmods ? j->nmods : 1, sizeof *j->mods);
-  if (!j->mods)
-    return j->failed = true, ps_diag_set(d, PS_E_NOMEM, "trace", 0, "out of memory");
-  attach_r2r(j);
-  if (j->code.err) {
-    close_images(j);
-    return j->failed = true,
-           ps_diag_set(d, j->code.err, "trace", (size_t)j->stats.bytes,
-                       "the code map needs more than the %zu-byte code budget",
-                       j->opt.code_budget);
-  }
-  for (size_t i = 0; i < j->naddrs; i++) {
-    err = resolve_address(j, &j->addrs[i], local, lctx, d);
-    if (err) {
-      close_images(j);
-      return j->failed = true, err;
-    }
-  }
-  close_images(j); /* the maps and call sites are read: the images are done with */
+    return j->failed = true, err;
   if (fflush(j->spill) != 0)
     return j->failed = true, ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s",
                                          strerror(errno));
@@ -1498,6 +1926,219 @@ ps_err trace_job_finish(trace_job *j, engine *e, trace_local_fn local, void *lct
   if (j->progress)
     j->progress(j->progress_ctx, &j->stats);
   return PS_E_OK;
+}
+
+/* ---- live jobs ---- */
+
+#define RELEASE_MIN ((size_t)128 << 10) /* tables this big are freed at a window's end */
+
+static void release_big(trace_job *j, void **arr, size_t *cap, size_t size, bool counted) {
+  if (*cap * size < RELEASE_MIN)
+    return;
+  free(*arr);
+  if (counted)
+    j->code_bytes -= *cap * size;
+  *arr = NULL;
+  *cap = 0;
+}
+
+void trace_job_set_live(trace_job *j) {
+  j->live = true;
+  j->lag_ms = TRACE_LIVE_LAG_MS;
+}
+
+void trace_job_set_lag(trace_job *j, uint64_t ms) { j->lag_ms = ms; }
+
+void trace_job_set_name(trace_job *j, const char *name) {
+  snprintf(j->name, sizeof j->name, "%s", name ? name : "trace");
+}
+
+bool trace_job_started(const trace_job *j) { return j->stream.trace_seen; }
+
+size_t trace_job_code_bytes(const trace_job *j) { return j->budget.used; }
+
+size_t trace_job_unknown(const trace_job *j, uint64_t *ips, size_t cap) {
+  size_t n = 0;
+  for (size_t i = 0; i < j->naddrs; i++) {
+    const tj_addr *a = &j->addrs[i];
+    if (a->frame == TJ_NONE || a->frame >= j->nframes || !j->frames[a->frame].unknown)
+      continue;
+    bool dup = false; /* (ip, leaf) pairs: one ip may be there twice */
+    for (size_t k = 0; k < n && k < cap && !dup; k++)
+      dup = ips[k] == a->ip;
+    if (dup)
+      continue;
+    if (n < cap)
+      ips[n] = a->ip;
+    n++;
+  }
+  return n;
+}
+
+void trace_job_retry_unknown(trace_job *j) {
+  for (size_t i = 0; i < j->naddrs; i++) {
+    tj_addr *a = &j->addrs[i];
+    if (a->frame != TJ_NONE && a->frame < j->nframes && j->frames[a->frame].unknown)
+      a->frame = TJ_NONE;
+  }
+  j->finished = false;
+}
+
+bool trace_job_code_full(const trace_job *j) {
+  /* an eighth kept free: ntc_finish and ntc_purge need room to work in */
+  return j->code_full || j->budget.used > j->opt.code_budget / 8 * 7;
+}
+
+ps_err trace_job_resolve(trace_job *j, engine *e, trace_local_fn local, void *lctx,
+                         ps_diag *d) {
+  if (j->failed)
+    return ps_diag_set(d, PS_E_INVALID, "trace", 0, "the job already failed");
+  ps_err err = resolve_pending(j, e, local, lctx, d);
+  if (err)
+    j->failed = true;
+  return err;
+}
+
+ps_err trace_job_cut(trace_job *j, engine *e, trace_local_fn local, void *lctx,
+                     uint64_t start_ns, uint64_t end_ns, ps_diag *d) {
+  ps_err err = trace_job_resolve(j, e, local, lctx, d);
+  if (err)
+    return err;
+  if (fflush(j->spill) != 0)
+    return j->failed = true, ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s",
+                                         strerror(errno));
+  j->win_start_ns = start_ns;
+  j->win_end_ns = end_ns;
+  j->finished = true;
+  return PS_E_OK;
+}
+
+ps_err trace_job_next_window(trace_job *j, ps_diag *d) {
+  if (j->failed)
+    return ps_diag_set(d, PS_E_INVALID, "trace", 0, "the job already failed");
+  /* the spill file, the interned stacks */
+  if (fflush(j->spill) != 0 || ftruncate(fileno(j->spill), 0) != 0 ||
+      fseek(j->spill, 0, SEEK_SET) != 0)
+    return j->failed = true, ps_diag_set(d, PS_E_IO, "trace", 0, "spill file: %s",
+                                         strerror(errno));
+  if (j->islots)
+    memset(j->islots, 0, j->islots_cap * sizeof *j->islots);
+  j->ilen = 0;
+  j->ninterned = 0;
+  j->next_stack_id = 1;
+  /* addresses, frames, threads */
+  j->naddrs = 0;
+  if (j->addr_slots)
+    memset(j->addr_slots, 0, j->addr_slots_cap * sizeof *j->addr_slots);
+  j->nframes = 0;
+  if (j->frame_slots)
+    memset(j->frame_slots, 0, j->frame_slots_cap * sizeof *j->frame_slots);
+  j->fstrs_len = 0;
+  j->nthreads = 0;
+  j->last_thread = 0;
+  /* the window's large tables given back: their size is the busiest
+   * window's, and a process profiled for weeks must not keep the busiest
+   * minute's memory (they grow again as the next window needs) */
+  release_big(j, (void **)&j->addrs, &j->caddrs, sizeof *j->addrs, true);
+  release_big(j, (void **)&j->frames, &j->cframes, sizeof *j->frames, true);
+  release_big(j, (void **)&j->fstrs, &j->fstrs_cap, 1, true);
+  if (j->addr_slots_cap * sizeof *j->addr_slots >= RELEASE_MIN) {
+    free(j->addr_slots);
+    j->code_bytes -= j->addr_slots_cap * sizeof *j->addr_slots;
+    j->addr_slots = NULL;
+    j->addr_slots_cap = 0;
+  }
+  if (j->frame_slots_cap * sizeof *j->frame_slots >= RELEASE_MIN) {
+    free(j->frame_slots);
+    j->code_bytes -= j->frame_slots_cap * sizeof *j->frame_slots;
+    j->frame_slots = NULL;
+    j->frame_slots_cap = 0;
+  }
+  if (j->islots_cap * sizeof *j->islots >= RELEASE_MIN ||
+      j->iarena_cap * sizeof *j->iarena >= RELEASE_MIN) {
+    free(j->islots);
+    free(j->iarena);
+    j->islots = NULL;
+    j->iarena = NULL;
+    j->islots_cap = j->iarena_cap = 0;
+  }
+  /* a module whose download had not finished is asked again */
+  for (size_t i = 0; i < j->nmods; i++)
+    if (j->mods[i].tried && !j->mods[i].st && !j->mods[i].local &&
+        j->mods[i].h.status == MOD_PENDING)
+      j->mods[i].tried = false;
+  j->stats.modules_needed = j->stats.modules_found = 0;
+  for (size_t i = 0; i < j->nmods; i++)
+    if (j->mods[i].tried) {
+      j->stats.modules_needed++;
+      if (j->mods[i].st)
+        j->stats.modules_found++;
+    }
+  /* the bodies the runtime unloaded */
+  if (j->code.ndead && j->code.finished) {
+    uint64_t before = j->code.purged;
+    ps_err err = ntc_purge(&j->code);
+    if (err)
+      return j->failed = true,
+             ps_diag_set(d, err, "trace", 0, "the code map could not be purged");
+    j->stats.methods_unloaded += j->code.purged - before;
+    j->stats.methods = j->code.nmethods;
+  }
+  j->stats.samples = j->stats.threads = j->stats.stacks = j->stats.stack_flushes = 0;
+  j->stats.spill_bytes = j->stats.addresses = j->stats.frames = 0;
+  j->stats.frames_with_line = j->stats.dropped_events = 0;
+  j->finished = false;
+  j->win_start_ns = j->win_end_ns = 0;
+  return PS_E_OK;
+}
+
+void trace_job_forget_code(trace_job *j) {
+  ntc_free(&j->code);
+  ps_budget_init(&j->budget, j->opt.code_budget);
+  ntc_init(&j->code, &j->budget);
+  j->code_full = false;
+  j->stats.code_resets++;
+  j->stats.methods = 0;
+}
+
+ps_err trace_job_absorb(trace_job *j, trace_job *from, ps_diag *d) {
+  ps_err qe = flush_queue(from, d);
+  if (qe)
+    return qe;
+  if (!from->code.finished || from->code.nmaps) {
+    ps_err err = ntc_finish(&from->code);
+    if (err)
+      return ps_diag_set(d, err, "rundown", 0, "the rundown's code map needs more than %zu bytes",
+                         from->opt.code_budget);
+  }
+  if (!ntc_merge(&j->code, &from->code)) {
+    if (j->live && (j->code.err == PS_E_LIMIT || j->code.err == PS_E_NOMEM)) {
+      j->code_full = true;
+      return PS_E_OK;
+    }
+    return ps_diag_set(d, j->code.err, "rundown", 0, "the code map could not take the rundown");
+  }
+  j->stats.methods = j->code.nmethods;
+  j->stats.modules = j->code.nmodules;
+  return PS_E_OK;
+}
+
+ps_err trace_job_end_live(trace_job *j, ps_diag *d) {
+  if (j->failed)
+    return ps_diag_set(d, PS_E_INVALID, "trace", 0, "the job already failed");
+  ps_diag pd;
+  ps_diag_clear(&pd);
+  ps_err err = pump(j, true, &pd);
+  if (err == PS_E_TRUNCATED) /* the process went away mid-block: what was whole counts */
+    err = PS_E_OK;
+  j->input_done = true;
+  if (err == PS_E_OK)
+    err = flush_queue(j, &pd);
+  if (err) {
+    *d = pd;
+    j->failed = true;
+  }
+  return err;
 }
 
 /* ---- replaying the spill file (for the writers) ---- */

@@ -55,6 +55,11 @@
  * real time for every thread; a longer gap (a session paused, an OS thread
  * id used again by a new thread) counts for this much. */
 #define TRACE_GAP_CAP 50
+/* A live job's cut names the samples up to the latest event read less this
+ * (the runtime writes each thread's buffer to the stream in its own time, so
+ * a sample may arrive before the load event of the method it is in); the
+ * rest go to the next window. */
+#define TRACE_LIVE_LAG_MS 1000
 
 typedef enum { TRACE_SPEEDSCOPE = 0, TRACE_PPROF, TRACE_TOP } trace_format;
 
@@ -124,6 +129,12 @@ typedef struct {
   uint64_t frames_line_approx; /* of frames_with_line, those whose line is an estimate */
   uint64_t r2r_images;      /* ReadyToRun images read for their maps */
   uint64_t r2r_methods;     /* methods given a map from them */
+  /* live jobs (trace_job_set_live) */
+  uint64_t dropped_events;   /* events the runtime dropped: gaps in the per-thread
+                                sequence numbers, events and sequence points */
+  uint64_t code_resets;      /* times the code map passed its budget and was forgotten */
+  uint64_t code_events_lost; /* method, map and module events not kept while it was full */
+  uint64_t methods_unloaded; /* bodies dropped after the runtime unloaded them */
 } trace_stats;
 
 /* A symbol file the caller has for m (a folder named on the command line):
@@ -156,5 +167,61 @@ const char *trace_job_warning(const trace_job *j, size_t i);
  * failure even though it wrote the profile. */
 bool trace_job_useless(const trace_job *j);
 void trace_job_close(trace_job *j);
+
+/*
+ * Live jobs (server/profile: `pdbsym profile`): the job reads the endless
+ * stream of an attached process's session and is cut into windows, each
+ * written as one profile; the code map outlives the windows.
+ *
+ *   trace_job_set_live    before the first feed: a code map past its budget
+ *                         no longer fails the job (trace_job_code_full says
+ *                         so; the caller names what it has, forgets the map
+ *                         and runs a rundown session); MethodUnload drops a
+ *                         body at the next cut; dropped events are counted
+ *   trace_job_resolve     names every address sampled since the last cut
+ *                         (modules resolved through local, then e, waiting at
+ *                         most until the job's deadline; a module still
+ *                         downloading is asked again in a later window)
+ *   trace_job_cut         resolve, then the window [start_ns, end_ns) (Unix
+ *                         time) is ready for trace_job_write
+ *   trace_job_next_window after writing: the window's samples, stacks,
+ *                         addresses, frames, threads and spill file are
+ *                         forgotten, unloaded methods purged; the code map
+ *                         and the stream's state stay
+ *   trace_job_forget_code the code map emptied (after trace_job_resolve)
+ *   trace_job_absorb      adds the code map read by another job (a rundown
+ *                         session's stream, fed whole) to j's
+ *   trace_job_end_live    end of input: the last whole blocks read; a stream
+ *                         cut short (the process exited) is not an error
+ *
+ * Per-window counters of trace_stats (samples, threads, stacks, addresses,
+ * frames, frames_with_line, spill_bytes, dropped_events) start again at each
+ * window; the others count since the job opened.
+ */
+void trace_job_set_live(trace_job *j);
+/* the lag of a live job's cuts (default TRACE_LIVE_LAG_MS) */
+void trace_job_set_lag(trace_job *j, uint64_t ms);
+/* the profile's name in the output (speedscope's "name"), cut to 255 bytes */
+void trace_job_set_name(trace_job *j, const char *name);
+ps_err trace_job_resolve(trace_job *j, engine *e, trace_local_fn local, void *lctx,
+                         ps_diag *diag);
+ps_err trace_job_cut(trace_job *j, engine *e, trace_local_fn local, void *lctx,
+                     uint64_t start_ns, uint64_t end_ns, ps_diag *diag);
+ps_err trace_job_next_window(trace_job *j, ps_diag *diag);
+bool trace_job_code_full(const trace_job *j);
+void trace_job_forget_code(trace_job *j);
+ps_err trace_job_absorb(trace_job *j, trace_job *from, ps_diag *diag);
+ps_err trace_job_end_live(trace_job *j, ps_diag *diag);
+/* The distinct addresses of the window that no method of the code map
+ * covers (after trace_job_resolve): up to cap into ips; returns how many
+ * there are.  trace_job_retry_unknown makes them unnamed again, so that the
+ * next resolve tries them against a code map a rundown has grown (ReadyToRun
+ * code first run after the last rundown has no load event of its own). */
+size_t trace_job_unknown(const trace_job *j, uint64_t *ips, size_t cap);
+void trace_job_retry_unknown(trace_job *j);
+/* bytes the code map holds now (of code_budget) */
+size_t trace_job_code_bytes(const trace_job *j);
+/* the stream's header and Trace object have been read */
+bool trace_job_started(const trace_job *j);
 
 #endif

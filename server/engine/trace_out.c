@@ -404,6 +404,24 @@ static ps_err pp_sample(void *c, const tj_sample *s, const uint32_t *frames, uin
   return x->o->err;
 }
 
+/* A live window: when it began and how long it lasted (time_nanos 9,
+ * duration_nanos 10), and a comment (13) saying what the runtime dropped;
+ * its string goes last in the string table, index str. */
+static void pp_window(out_t *o, const trace_job *j, uint32_t str) {
+  uint8_t b[32];
+  pbuf t = {b, 0, sizeof b};
+  pb_uint(&t, 9, j->win_start_ns);
+  pb_uint(&t, 10, j->win_end_ns > j->win_start_ns ? j->win_end_ns - j->win_start_ns : 0);
+  put(o, t.p, t.len);
+  char c[128];
+  snprintf(c, sizeof c, "pdbsym: %llu events dropped by the runtime in this window",
+           (unsigned long long)j->stats.dropped_events);
+  emit_string(o, c);
+  t.len = 0;
+  pb_uint(&t, 13, str);
+  put(o, t.p, t.len);
+}
+
 static ps_err write_pprof(trace_job *j, out_t *o, ps_diag *d) {
   o->gz = true;
   memset(&o->z, 0, sizeof o->z);
@@ -467,6 +485,8 @@ static ps_err write_pprof(trace_job *j, out_t *o, ps_diag *d) {
   }
   pp_ctx x = {o, j};
   ps_err e = tj_replay(j, pp_sample, &x, d);
+  if (!e && j->win_start_ns) /* a live profile's window */
+    pp_window(o, j, base + 3 * (uint32_t)j->nframes);
   flush_out(o);
   if (!o->err)
     gz_push(o, NULL, 0, Z_FINISH);

@@ -550,6 +550,64 @@ bool fetch_http_get(const char *url, long timeout_ms, long *status, char *body, 
   return true;
 }
 
+bool fetch_http_post(const char *url, const char *const *headers, size_t nheaders,
+                     const char *content_type, const void *body, size_t len, long connect_ms,
+                     long timeout_ms, long *status, char *resp, size_t resp_cap, char *err,
+                     size_t err_cap) {
+  get_sink sink = {resp_cap ? resp : NULL, resp_cap, 0};
+  if (sink.buf)
+    sink.buf[0] = '\0';
+  *status = 0;
+  CURL *c = curl_easy_init();
+  if (!c) {
+    snprintf(err, err_cap, "curl_easy_init failed");
+    return false;
+  }
+  struct curl_slist *h = NULL;
+  char ct[160];
+  snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
+  struct curl_slist *n = curl_slist_append(h, ct);
+  if (n)
+    h = n;
+  if (n) {
+    n = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
+    if (n)
+      h = n;
+  }
+  for (size_t i = 0; n && i < nheaders; i++) {
+    n = curl_slist_append(h, headers[i]);
+    if (n)
+      h = n;
+  }
+  if (!n) {
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    snprintf(err, err_cap, "out of memory");
+    return false;
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_write_cb);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  CURLcode rc = curl_easy_perform(c);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+  if (rc != CURLE_OK) {
+    snprintf(err, err_cap, "%s", curl_easy_strerror(rc));
+    return false;
+  }
+  return true;
+}
+
 /* ------------------------------------------------------------------ keys */
 
 static bool make_key(const module_id *m, st_format fmt, bool image, fetch_key *k) {

@@ -187,6 +187,17 @@ fetch_status fetch_image(fetcher *f, const module_id *m, fetch_verify_fn verify,
 bool fetch_http_get(const char *url, long timeout_ms, long *status, char *body, size_t body_cap,
                     char *err, size_t err_cap);
 
+/* POSTs body (len bytes, of content_type) to url (http or https) once: no
+ * proxy, no redirect followed (so the headers, "Name: value" each, go to that
+ * origin only), no retry, all of it within timeout_ms (connecting within
+ * connect_ms).  true when an HTTP response came back: *status its code, resp
+ * (may be NULL) the first resp_cap - 1 bytes of its body.  false when none
+ * came: err says why. */
+bool fetch_http_post(const char *url, const char *const *headers, size_t nheaders,
+                     const char *content_type, const void *body, size_t len, long connect_ms,
+                     long timeout_ms, long *status, char *resp, size_t resp_cap, char *err,
+                     size_t err_cap);
+
 /* libcurl's version line, e.g. "libcurl/7.88.1 OpenSSL/3.0.11 zlib/1.2.13" (static). */
 const char *fetch_curl_version(void);
 

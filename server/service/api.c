@@ -90,7 +90,7 @@ void api_error(api_response *out, unsigned status, const char *msg, const char *
 
 static const char *const route_names[RT__COUNT] = {
     "/symbolicate", "/symbolicate/v5", "/modules", "/health", "/ready", "/metrics", "/traces",
-    "other"};
+    "/profiles", "/profiles/latest", "other"};
 static const char *const frame_status_names[FS__COUNT] = {
     "ok", "missing_symbols", "unknown_address", "malformed", "fetch_error", "pending", "invalid"};
 
@@ -287,6 +287,8 @@ api_match api_route(const char *method, const char *path, api_route_id *route, c
       {"/ready", RT_READY, "GET"},
       {"/metrics", RT_METRICS, "GET"},
       {"/traces", RT_TRACES, "POST"},
+      {"/profiles", RT_PROFILES, "GET"},
+      {"/profiles/latest", RT_PROFILES_LATEST, "GET"},
   };
   *route = RT_OTHER;
   *allow = NULL;
@@ -318,8 +320,9 @@ api_match api_route(const char *method, const char *path, api_route_id *route, c
   return API_BAD_METHOD;
 }
 
-bool api_route_heavy(api_route_id r) {
-  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES || r == RT_TRACES;
+bool api_route_heavy(api_route_id r) { /* (the profiles' read a folder or a file) */
+  return r == RT_SYMBOLICATE || r == RT_SYMBOLICATE_V5 || r == RT_MODULES || r == RT_TRACES ||
+         r == RT_PROFILES || r == RT_PROFILES_LATEST;
 }
 
 bool api_route_has_body(api_route_id r) {
@@ -1378,6 +1381,10 @@ static void handle(api *a, api_route_id route, const char *path, const char *que
   }
   case RT_TRACES: /* streamed by http.c, never buffered */
     api_error(out, 500, "POST /traces is answered by the HTTP layer", NULL);
+    return;
+  case RT_PROFILES:
+  case RT_PROFILES_LATEST: /* api_profiles, which takes the query's pid */
+    api_profiles(a, route, NULL, query_format, out);
     return;
   case RT_SYMBOLICATE:
   case RT_SYMBOLICATE_V5:

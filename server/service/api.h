@@ -10,6 +10,8 @@
  *   GET  /modules/{debug_file}/{debug_id}    what the cache knows of a module
  *   POST /traces                             a .nettrace in, its samples symbolicated
  *                                            (http.c streams it into engine/trace.h)
+ *   GET  /profiles                           the processes profiled, the windows kept
+ *   GET  /profiles/latest?pid=N&format=F     a process's newest window (profiles.c)
  *   GET  /health, GET /ready, GET /metrics
  *
  * Thread safety: api_handle may run on many threads at once.
@@ -23,6 +25,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "profile.h"
 #include "reqmem.h"
 
 /* The routes (the request log and the metrics count by route). */
@@ -34,6 +37,8 @@ typedef enum {
   RT_READY,
   RT_METRICS,
   RT_TRACES,
+  RT_PROFILES,        /* GET /profiles */
+  RT_PROFILES_LATEST, /* GET /profiles/latest */
   RT_OTHER,
   RT__COUNT
 } api_route_id;
@@ -59,6 +64,7 @@ typedef struct {
   engine *eng;              /* borrowed */
   const srv_config *cfg;    /* borrowed */
   atomic_int draining;      /* set on SIGTERM (main thread), read by request threads: /ready answers 503 */
+  prof_manager *profiles;   /* borrowed; the processes profiled (server/profile), may be NULL */
 } api;
 
 /* A header the routes add to a response (CORS); name static, value static or
@@ -84,6 +90,9 @@ typedef struct {
   int nheaders;
   char hvalues[320];        /* storage for header values that are not static */
   size_t hused;
+  bool file;                /* the body is file_len bytes of file_fd (owned), not body */
+  int file_fd;
+  uint64_t file_len;
 } api_response;
 
 typedef enum { API_MATCH_OK = 0, API_NOT_FOUND, API_BAD_METHOD, API_PREFLIGHT } api_match;
@@ -148,6 +157,11 @@ bool api_route_inline(api_route_id r);
  * draining: the request then goes to a worker as before. */
 bool api_handle_hot(api *a, api_route_id route, const rm_buf *body, rm_grant *grant,
                     uint64_t received_ms, api_response *out);
+
+/* GET /profiles (?pid=N) and GET /profiles/latest?pid=N&format=F
+ * (profiles.c): pid and format are the query's values, or NULL. */
+void api_profiles(api *a, api_route_id route, const char *pid, const char *format,
+                  api_response *out);
 
 /* A JSON error response {"error": msg, "field": field?}; field may be NULL. */
 void api_error(api_response *out, unsigned status, const char *msg, const char *field);

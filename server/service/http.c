@@ -134,6 +134,7 @@ typedef struct {
   rm_grant grant;     /* the request's share of the memory budget */
   char *url;          /* copy for the worker */
   char *fmt;          /* ?format=, copy for the worker; NULL if absent */
+  char *qpid;         /* ?pid= (the /profiles routes), likewise */
   api_response ar;
   uint64_t start_ns;
   uint64_t received_ms; /* engine_now_ms() when the request was complete */
@@ -421,6 +422,10 @@ static void free_sent_body(void *cls) {
 }
 
 static void drop_answer(api_response *ar) {
+  if (ar->file) { /* a file answer never sent */
+    close(ar->file_fd);
+    ar->file = false;
+  }
   rm_release(ar->charged);
   rm_block_free(ar->body, ar->charged);
   ar->body = NULL;
@@ -432,7 +437,14 @@ static enum MHD_Result send_response(http_server *srv, struct MHD_Connection *c,
   /* the body goes to libmicrohttpd as it is, no copy */
   struct MHD_Response *resp = NULL;
   sent_body *sb = ar->body ? malloc(sizeof *sb) : NULL;
-  if (sb) {
+  if (ar->file) { /* the response owns the fd from here, even when it is not made */
+    resp = MHD_create_response_from_fd((size_t)ar->file_len, ar->file_fd);
+    if (!resp)
+      close(ar->file_fd);
+    ar->file = false;
+    free(sb);
+    sb = NULL;
+  } else if (sb) {
     sb->body = ar->body;
     sb->charged = ar->charged;
     resp = MHD_create_response_from_buffer_with_free_callback_cls(ar->len, ar->body,
@@ -817,6 +829,8 @@ static void run_job(void *arg) {
       return;
     }
     run_trace(r);
+  } else if (r->route == RT_PROFILES || r->route == RT_PROFILES_LATEST) {
+    api_profiles(srv->a, r->route, r->qpid, r->fmt, &r->ar);
   } else {
     /* the body is given back as soon as it is parsed */
     api_handle_owned(srv->a, r->route, r->url, r->fmt, &r->body, &r->grant, r->received_ms,
@@ -848,9 +862,11 @@ static void run_job(void *arg) {
 static enum MHD_Result dispatch(http_server *srv, struct MHD_Connection *c, req_ctx *r,
                                 const char *url) {
   const char *fmt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+  const char *pid = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
   r->url = strdup(url);
   r->fmt = fmt ? strdup(fmt) : NULL;
-  if (!r->url || (fmt && !r->fmt))
+  r->qpid = pid ? strdup(pid) : NULL;
+  if (!r->url || (fmt && !r->fmt) || (pid && !r->qpid))
     return send_error(srv, c, r, 500, "out of memory", NULL);
   r->dispatched = true;
   r->received_ms = engine_now_ms();
@@ -1315,6 +1331,7 @@ static void req_release(http_server *srv, req_ctx *r) {
   engine_share_end(srv->a->eng, r->share);
   free(r->url);
   free(r->fmt);
+  free(r->qpid);
   if (r->feeding) {
     pthread_mutex_destroy(&r->feed_mu);
     pthread_cond_destroy(&r->feed_cv);

@@ -3,6 +3,8 @@
  */
 #include "metrics.h"
 
+#include "profile.h"
+
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -228,6 +230,58 @@ static void render_http_state(sbuf *b) {
             (unsigned long long)h.memory_refused_ip);
 }
 
+/* the live profiler's counters (server/profile), every session together */
+static void render_profiles(sbuf *b) {
+  prof_metrics m;
+  prof_get_metrics(&m);
+  sb_printf(b,
+            "# HELP pdbsym_profile_sessions Processes being profiled now.\n"
+            "# TYPE pdbsym_profile_sessions gauge\n"
+            "pdbsym_profile_sessions %llu\n"
+            "# HELP pdbsym_profile_sessions_started_total Profiling sessions started.\n"
+            "# TYPE pdbsym_profile_sessions_started_total counter\n"
+            "pdbsym_profile_sessions_started_total %llu\n"
+            "# HELP pdbsym_profile_attach_failures_total Processes named by the settings that could not be attached to.\n"
+            "# TYPE pdbsym_profile_attach_failures_total counter\n"
+            "pdbsym_profile_attach_failures_total %llu\n"
+            "# HELP pdbsym_profile_windows_total Profile windows written.\n"
+            "# TYPE pdbsym_profile_windows_total counter\n"
+            "pdbsym_profile_windows_total %llu\n"
+            "# HELP pdbsym_profile_samples_total Samples in the windows written.\n"
+            "# TYPE pdbsym_profile_samples_total counter\n"
+            "pdbsym_profile_samples_total %llu\n"
+            "# HELP pdbsym_profile_dropped_events_total Events the profiled runtimes dropped (their session buffer full).\n"
+            "# TYPE pdbsym_profile_dropped_events_total counter\n"
+            "pdbsym_profile_dropped_events_total %llu\n"
+            "# HELP pdbsym_profile_rundowns_total Rundown sessions run (at attach, for unknown code, after a code map reset).\n"
+            "# TYPE pdbsym_profile_rundowns_total counter\n"
+            "pdbsym_profile_rundowns_total %llu\n"
+            "# HELP pdbsym_profile_code_resets_total Times a session's code map passed profile_code_budget and was rebuilt.\n"
+            "# TYPE pdbsym_profile_code_resets_total counter\n"
+            "pdbsym_profile_code_resets_total %llu\n",
+            (unsigned long long)m.sessions_active, (unsigned long long)m.sessions_started,
+            (unsigned long long)m.attach_failures, (unsigned long long)m.windows,
+            (unsigned long long)m.samples, (unsigned long long)m.dropped_events,
+            (unsigned long long)m.rundowns, (unsigned long long)m.code_resets);
+  prof_push_metrics pm;
+  prof_get_push_metrics(&pm);
+  sb_printf(b,
+            "# HELP pdbsym_profile_push_total Windows pushed to profile_push, by outcome: sent, rejected (a 4xx), dropped (the queue full, or stopping).\n"
+            "# TYPE pdbsym_profile_push_total counter\n"
+            "pdbsym_profile_push_total{outcome=\"sent\"} %llu\n"
+            "pdbsym_profile_push_total{outcome=\"rejected\"} %llu\n"
+            "pdbsym_profile_push_total{outcome=\"dropped\"} %llu\n"
+            "# HELP pdbsym_profile_push_errors_total Pushes that got no answer, a 5xx or a 429 (each sent again later).\n"
+            "# TYPE pdbsym_profile_push_errors_total counter\n"
+            "pdbsym_profile_push_errors_total %llu\n"
+            "# HELP pdbsym_profile_push_queue Windows waiting to be pushed.\n"
+            "# TYPE pdbsym_profile_push_queue gauge\n"
+            "pdbsym_profile_push_queue %llu\n",
+            (unsigned long long)pm.sent, (unsigned long long)pm.rejected,
+            (unsigned long long)pm.dropped, (unsigned long long)pm.errors,
+            (unsigned long long)pm.queued);
+}
+
 char *mt_render(uint64_t cache_bytes, const engine_stats *es) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (!b.buf)
@@ -313,6 +367,7 @@ char *mt_render(uint64_t cache_bytes, const engine_stats *es) {
             (unsigned long long)acc);
   render_engine(&b, es);
   render_http_state(&b);
+  render_profiles(&b);
   if (b.oom) {
     free(b.buf);
     return NULL;

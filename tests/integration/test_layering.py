@@ -42,8 +42,9 @@ ARROWS = {
     "cache": {"common"},
     "fetch": {"common"},
     "engine": {"cache", "fetch", "common"},
-    "service": {"engine", "common"},
-    "cli": {"service", "engine", "cache", "fetch", "common"},
+    "profile": {"engine", "fetch", "common"},
+    "service": {"profile", "engine", "common"},
+    "cli": {"service", "profile", "engine", "cache", "fetch", "common"},
 }
 # a library's header -> the rooms that may include it
 OWNERS = {
@@ -56,8 +57,8 @@ GUARD_DIR = {"sqlite3.h": "sqlite", "curl/curl.h": "curl", "microhttpd.h": "mhd"
              "jansson.h": "jansson"}
 # one public header per room, and the internal ones, for the probes
 PUBLIC = {"common": "module.h", "cache": "store.h", "fetch": "fetch.h", "engine": "engine.h",
-          "service": "api.h", "cli": "cli.h"}
-INTERNAL = {"cache": "store_int.h"}
+          "profile": "profile.h", "service": "api.h", "cli": "cli.h"}
+INTERNAL = {"cache": "store_int.h", "profile": "prof_int.h"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 

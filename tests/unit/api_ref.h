@@ -902,6 +902,10 @@ static inline void ref_handle(api *a, api_route_id route, const char *path, cons
   case RT_TRACES: /* streamed by http.c, never buffered */
     ref_api_error(out, 500, "POST /traces is answered by the HTTP layer", NULL);
     return;
+  case RT_PROFILES: /* not the renderer's: profiles.c, checked against a live runtime */
+  case RT_PROFILES_LATEST:
+    api_profiles(a, route, NULL, query_format, out);
+    return;
   case RT_SYMBOLICATE:
   case RT_SYMBOLICATE_V5:
   case RT_OTHER:

@@ -16,6 +16,8 @@
 #define TJ_NONE UINT32_MAX
 #define TJ_MAX_FRAMES 1024 /* frames kept of one stack (the runtime writes at most 100) */
 
+#define TJ_MAX_V6_THREADS 65536
+
 typedef struct {
   uint32_t id;
   uint8_t cls;     /* nt_event_class */
@@ -38,9 +40,17 @@ typedef struct {
 typedef struct {
   uint64_t ip;
   uint8_t leaf;
+  bool frozen;     /* named when its method was unloaded (below), not from the code
+                    * map: the range may hold another method by the end; a later
+                    * sample at the same IP is a new address */
   uint32_t frame;  /* after finishing */
   uint32_t callee; /* a return address: the address one frame in, the first
                     * seen (TJ_NONE: none) */
+  /* frozen: */
+  uint32_t fname;  /* fstrs offset of the frame's name */
+  uint32_t token;
+  int32_t il;      /* -1: none */
+  uint64_t module_id;
 } tj_addr;
 
 /* a sample's state, from the sampler's type */
@@ -59,6 +69,13 @@ typedef struct {
  * interval is their median.  Fixed size, whatever the trace's length. */
 #define TJ_GAP_BUCKETS (59 * 64)
 #define TJ_GAP_FIRST UINT64_MAX /* a record's gap: the thread's first sample */
+/* an event queued until the next sequence point (trace.c, "events in time order") */
+typedef struct {
+  uint64_t ts, thread_id, capture_thread_id, offset;
+  uint32_t stack_id, metadata_id, sequence, payload_off, payload_len, order;
+  uint8_t cls;
+  uint32_t version;
+} tj_qev;
 
 typedef struct {
   uint64_t hash;
@@ -77,6 +94,7 @@ typedef struct {
 typedef struct tj_image tj_image; /* a module's PE image, mapped (trace.c) */
 
 typedef struct {
+  uint64_t module_id; /* the code map's module this is */
   bool tried, local, pinned;
   const symtab *st;
   symtab local_st;
@@ -84,6 +102,12 @@ typedef struct {
   bool image_tried;
   tj_image *image;  /* NULL: none found; closed at the end of finishing */
 } tj_module;
+
+typedef struct {
+  uint64_t thread;   /* capture thread id (V6: index) */
+  uint32_t seq;      /* the last sequence number seen */
+  bool listed;       /* named by the last sequence point */
+} tj_seq;
 
 struct trace_job {
   trace_options opt;
@@ -129,7 +153,10 @@ struct trace_job {
   size_t addr_slots_cap;
   tj_thread *threads;
   size_t nthreads, cthreads, last_thread;
-  struct { uint64_t index, tid; } *v6_threads; /* V6 ThreadBlock rows */
+  struct {
+    uint64_t index, tid;
+    bool gone; /* named by a RemoveThreadBlock: dropped at the next sequence point */
+  } *v6_threads; /* V6 ThreadBlock rows, at most TJ_MAX_V6_THREADS */
   size_t nv6, cv6;
   tj_frame *frames;
   size_t nframes, cframes;
@@ -148,6 +175,20 @@ struct trace_job {
   engine *eng;
   tj_module *mods;
   size_t nmods;
+  /* events queued until the next sequence point */
+  tj_qev *q;
+  size_t nq, cq;
+  uint8_t *qarena;
+  size_t qlen, qcap;
+  uint32_t qorder;      /* file order of the queued events */
+  uint64_t max_ts;      /* the latest event timestamp read */
+  uint64_t lag_ms;      /* a live cut leaves this much of the latest events queued */
+  bool input_done;      /* trace_job_end_live: nothing more will come */
+  /* live jobs */
+  bool live, code_full;
+  tj_seq *seqs;         /* per capture thread, for dropped events */
+  size_t nseqs, cseqs;
+  uint64_t win_start_ns, win_end_ns; /* the window written (Unix ns), 0: a file */
 };
 
 static inline const char *tj_str(const trace_job *j, uint32_t off) {

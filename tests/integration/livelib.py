@@ -1,0 +1,214 @@
+"""livelib.py - what the live-profiling tests share: building the .NET app of
+tests/live (LiveApp and its library LiveLib) and the TraceEvent oracle of
+tests/fixtures/nettrace/oracle with the real .NET SDK, starting the app,
+reading windows back (speedscope and pprof), and comparing samples.
+Python standard library only; the .NET SDK and NuGet are needed (the tests
+skip, through harness.py, where `dotnet` is absent)."""
+import collections
+import fcntl
+import glob
+import hashlib
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from tracelib import ROOT, expected_frame, speedscope_samples  # noqa: E402
+
+LIVE_SRC = os.path.join(ROOT, "tests", "live")
+ORACLE_SRC = os.path.join(ROOT, "tests", "fixtures", "nettrace", "oracle")
+
+
+def need_dotnet():
+    if not shutil.which("dotnet"):
+        harness.skip("dotnet (the .NET 10 SDK) is not on PATH: no live runtime to profile")
+
+
+def dotnet_env(tmp):
+    e = dict(os.environ)
+    e.update({"DOTNET_CLI_TELEMETRY_OPTOUT": "1", "DOTNET_NOLOGO": "1",
+              "DOTNET_SKIP_FIRST_TIME_EXPERIENCE": "1"})
+    for k in list(e):
+        if k.startswith("DOTNET_EnableEventPipe") or k.startswith("DOTNET_EventPipe"):
+            del e[k]
+    return e
+
+
+def build(src, dst, tmp, project=None):
+    """dotnet build -c Release of src (copied into tmp) into dst."""
+    work = os.path.join(tmp, "src-" + os.path.basename(src))
+    if not os.path.exists(work):
+        shutil.copytree(src, work, ignore=shutil.ignore_patterns("bin", "obj"))
+    target = os.path.join(work, project) if project else work
+    r = subprocess.run(["dotnet", "build", target, "-c", "Release", "-o", dst, "-nologo", "-v", "q",
+                        "-p:PathMap=%s=/_/" % work],
+                       env=dotnet_env(tmp), capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("dotnet build %s failed:\n%s%s" % (src, r.stdout[-3000:], r.stderr[-3000:]))
+
+
+def _sources_hash(src):
+    h = hashlib.sha256()
+    for dirpath, dirs, files in sorted(os.walk(src)):
+        dirs[:] = sorted(d for d in dirs if d not in ("bin", "obj"))
+        for f in sorted(files):
+            p = os.path.join(dirpath, f)
+            h.update(os.path.relpath(p, src).encode())
+            h.update(open(p, "rb").read())
+    return h.hexdigest()[:16]
+
+
+def _cached(name, src, tmp, make):
+    """What make(dst) builds from src, kept in the build folder (keyed by the
+    sources' hash) so that the live tests of one build share one dotnet
+    build; a lock keeps two tests from building it at once."""
+    bdir = os.environ.get("PDBSYM_BUILD_DIR")
+    if not bdir:
+        dst = os.path.join(tmp, name)
+        make(dst)
+        return dst
+    cache = os.path.join(bdir, "live-dotnet")
+    os.makedirs(cache, exist_ok=True)
+    dst = os.path.join(cache, "%s-%s" % (name, _sources_hash(src)))
+    with open(os.path.join(cache, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(os.path.join(dst, ".done")):
+            shutil.rmtree(dst, ignore_errors=True)
+            make(dst)
+            open(os.path.join(dst, ".done"), "w").close()
+    return dst
+
+
+def build_app(tmp):
+    return _cached("app", LIVE_SRC, tmp, lambda dst: build(LIVE_SRC, dst, tmp, "LiveApp"))
+
+
+def build_oracle(tmp):
+    out = _cached("oracle", ORACLE_SRC, tmp, lambda dst: build(ORACLE_SRC, dst, tmp))
+    return os.path.join(out, "NetTraceOracle.dll")
+
+
+class App:
+    """LiveApp started as its own process: `ready PID` read from its output."""
+
+    def __init__(self, appdir, args=(), env=None, tmpdir=None, preexec=None):
+        e = dotnet_env(tmpdir or "/tmp")
+        if tmpdir:
+            e["TMPDIR"] = tmpdir
+        if env:
+            e.update(env)
+        self.proc = subprocess.Popen([os.path.join(appdir, "LiveApp")] + list(args), env=e,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=preexec)
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            raise RuntimeError("LiveApp did not start: %r" % line)
+        self.pid = int(line.split()[1])
+        # the runtime opens its diagnostic socket while starting: give it a moment
+        time.sleep(0.5)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def oracle_stacks(oracle_dll, trace, pdbdir, tmp):
+    """{thread: [stack]} by TraceLog over trace (NetTraceOracle stacks), the
+    frames as pdbsym's speedscope writes them (tracelib.expected_frame)."""
+    r = subprocess.run(["dotnet", oracle_dll, "stacks", trace, pdbdir], env=dotnet_env(tmp),
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("the oracle failed on %s: %s" % (trace, r.stderr[-2000:]))
+    out = collections.defaultdict(list)
+    for line in r.stdout.splitlines():
+        if line.strip():
+            s = json.loads(line)
+            out[s["thread"]].append([expected_frame(f) for f in s["frames"]])
+    return out
+
+
+def window_files(out, ext=".speedscope.json"):
+    return sorted(glob.glob(os.path.join(out, "*" + ext)))
+
+
+def merged_samples(files):
+    """{thread: [stack]} over the windows, in window order; frames trimmed
+    to the fields TraceLog's oracle has."""
+    out = collections.defaultdict(list)
+    for f in files:
+        for tid, ss in speedscope_samples(json.load(open(f))).items():
+            out[tid] += [[{k: v for k, v in fr.items() if k in ("name", "file", "line", "col")}
+                          for fr in s] for s in ss]
+    return out
+
+
+def diff_samples(c, what, got, want, show=3):
+    """Checks every thread's samples of got against want; returns (samples, differing)."""
+    n = bad = 0
+    c.eq("%s: threads" % what, sorted(got), sorted(want))
+    for tid in want:
+        g, w = got.get(tid, []), want[tid]
+        c.eq("%s: thread %d samples" % (what, tid), len(g), len(w))
+        for i, (x, y) in enumerate(zip(g, w)):
+            n += 1
+            if x != y:
+                bad += 1
+                if bad <= show:
+                    for k, (fx, fy) in enumerate(zip(x, y)):
+                        if fx != fy:
+                            print("  %s thread %d sample %d frame %d: ours %r, theirs %r" %
+                                  (what, tid, i, k, fx, fy))
+                            break
+                    else:
+                        print("  %s thread %d sample %d: %d frames, theirs %d" % (what, tid, i, len(x), len(y)))
+    c.eq("%s: samples that differ" % what, bad, 0)
+    return n, bad
+
+
+# ---- pprof, read back ----------------------------------------------------
+
+def _varint(b, i):
+    v = s = 0
+    while True:
+        x = b[i]
+        i += 1
+        v |= (x & 0x7F) << s
+        s += 7
+        if not x & 0x80:
+            return v, i
+
+
+def pprof_fields(path):
+    """The top-level fields of a gzip'ed profile.proto: {field: [values]}
+    (varints as ints, length-delimited as bytes)."""
+    b = gzip.open(path).read()
+    out = collections.defaultdict(list)
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        f, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(b, i)
+        elif wire == 2:
+            n, i = _varint(b, i)
+            v = b[i:i + n]
+            i += n
+        elif wire == 1:
+            v = b[i:i + 8]
+            i += 8
+        elif wire == 5:
+            v = b[i:i + 4]
+            i += 4
+        else:
+            raise ValueError("wire type %d in %s" % (wire, path))
+        out[f].append(v)
+    return out
