@@ -28,8 +28,8 @@ static void usage(FILE *out) {
     fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
   fprintf(out,
           "\n'pdbsym COMMAND --help' describes each command.\n\n"
-          "Commands that use the cache or the network (serve, symbolicate, trace, warm,\n"
-          "cache, fetch) read PDBSYM_CACHE_DIR, PDBSYM_SYMBOL_PATH, PDBSYM_CACHE_MAX_BYTES\n"
+          "Commands that use the cache or the network (serve, symbolicate, trace, profile,\n"
+          "warm, cache, fetch) read PDBSYM_CACHE_DIR, PDBSYM_SYMBOL_PATH, PDBSYM_CACHE_MAX_BYTES\n"
           "and PDBSYM_OFFLINE (serve also PDBSYM_LISTEN), then a config file (--config FILE\n"
           "or PDBSYM_CONFIG), then flags.  A bad setting exits 2 naming it.\n\n"
           "Exit status: 0 success; 1 some work failed; 2 usage error, unreadable input or\n"

@@ -240,6 +240,7 @@ void settings_profile_options(const srv_config *c, prof_options *o) {
   o->collect_version = (int)c->profile_collect_version;
   o->trace.code_budget = (size_t)c->profile_code_budget;
   o->trace.stack_budget = (size_t)c->profile_stack_budget;
+  o->trace.max_image_bytes = c->trace_image_max_bytes;
   if (c->trace_spill_dir[0])
     o->trace.spill_dir = c->trace_spill_dir;
 }

@@ -1334,6 +1334,11 @@ static bool find_image(trace_job *j, const ntc_module *cm, filemap *fm) {
       if (try_image(j, path, cm, fm))
         return true;
     }
+  if (il[0] == '/' && j->opt.image_prefix) {
+    snprintf(path, sizeof path, "%s%s", j->opt.image_prefix, il);
+    if (try_image(j, path, cm, fm))
+      return true;
+  }
   char real[PATH_MAX];
   if (il[0] != '/' || !j->opt.nimage_roots || !realpath(il, real))
     return false;
@@ -2009,6 +2014,11 @@ ps_err trace_job_cut(trace_job *j, engine *e, trace_local_fn local, void *lctx,
                                          strerror(errno));
   j->win_start_ns = start_ns;
   j->win_end_ns = end_ns;
+  /* the interval measured over the whole session (its gaps' median); no
+   * warnings: they name what a recorded trace lacks, and a live session asks
+   * for all of it */
+  j->stats.interval_ns = tj_interval_ns(j);
+  j->nwarnings = 0;
   j->finished = true;
   return PS_E_OK;
 }
@@ -2087,6 +2097,8 @@ ps_err trace_job_next_window(trace_job *j, ps_diag *d) {
   j->stats.samples = j->stats.threads = j->stats.stacks = j->stats.stack_flushes = 0;
   j->stats.spill_bytes = j->stats.addresses = j->stats.frames = 0;
   j->stats.frames_with_line = j->stats.dropped_events = 0;
+  j->stats.samples_running = j->stats.samples_waiting = j->stats.samples_other = 0;
+  j->stats.frames_line_approx = 0;
   j->finished = false;
   j->win_start_ns = j->win_end_ns = 0;
   return PS_E_OK;

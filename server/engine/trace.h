@@ -99,6 +99,10 @@ typedef struct {
   const char *const *image_roots;
   size_t nimage_roots;
   uint64_t max_image_bytes;
+  /* a live process's files: the path the trace names is looked up under
+   * this prefix ("/proc/PID/root", the process's own mount namespace) after
+   * image_dirs, whatever image_roots say; NULL: not */
+  const char *image_prefix;
 } trace_options;
 
 typedef struct {

@@ -301,6 +301,12 @@ static ps_err find_once(int pid, ds_target *t, ps_diag *d) {
                     "process %d (%s) is not a .NET process: it has not loaded libcoreclr.so and "
                     "has no dotnet-diagnostic socket in %s",
                     pid, t->comm, t->sock_dir);
+  else if (have_start && strlen(t->sock_dir) + 1 + strlen(t->sock_name) > 107)
+    /* sun_path holds 107 bytes and a NUL: the runtime could not bind there */
+    e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS,
+                    "process %d (%s) has no diagnostic socket: its TMPDIR is too long for a Unix "
+                    "socket (%zu of 107 bytes); start it with a shorter TMPDIR",
+                    pid, t->comm, strlen(t->sock_dir) + 1 + strlen(t->sock_name));
   else if (en < 0 && (t->uid != me && me != 0))
     e = ps_diag_set(d, PS_E_NOT_FOUND, "attach", NOPOS,
                     "process %d (%s) belongs to uid %u and has no dotnet-diagnostic socket in %s "

@@ -537,6 +537,11 @@ ps_err prof_attach_target(const prof_options *o, ds_target *t, engine *e, prof_s
     pthread_mutex_unlock(&s->mu);
     trace_options to = s->opt.trace;
     to.name = s->t.comm;
+    /* precompiled code's maps and the call sites' IL from the modules'
+     * images: in the --pdb-dir folders, then the process's own files */
+    to.image_dirs = s->opt.pdb_dirs;
+    to.nimage_dirs = (size_t)s->opt.npdb_dirs;
+    to.image_prefix = s->root_ok ? s->root : NULL;
     err = trace_job_open(&to, &s->job, d);
   }
   if (!err) {

@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from tracelib import ROOT, expected_frame, speedscope_samples  # noqa: E402
+from tracelib import ROOT, expected_frame, same_frame, same_stack, speedscope_samples  # noqa: E402
 
 LIVE_SRC = os.path.join(ROOT, "tests", "live")
 ORACLE_SRC = os.path.join(ROOT, "tests", "fixtures", "nettrace", "oracle")
@@ -27,6 +27,46 @@ ORACLE_SRC = os.path.join(ROOT, "tests", "fixtures", "nettrace", "oracle")
 def need_dotnet():
     if not shutil.which("dotnet"):
         harness.skip("dotnet (the .NET 10 SDK) is not on PATH: no live runtime to profile")
+
+
+# A Unix socket's path is at most 107 bytes (sun_path), and the runtime puts
+# its diagnostic socket, dotnet-diagnostic-PID-START-socket (up to 50 bytes),
+# in its TMPDIR: a folder deep in the build tree (each test's TMPDIR is
+# BUILD/tmp/TEST) is too long for it.  The runtime then has no socket at all.
+SOCKET_NAME_MAX = 50
+SUN_PATH_MAX = 107
+
+
+def socket_dir(sb, name="apptmp"):
+    """A folder for a process's diagnostic socket: sb.path(name) when a socket
+    name fits under it, else a short folder in /dev/shm (removed at exit)."""
+    want = sb.path(name)
+    if len(want) + 1 + SOCKET_NAME_MAX > SUN_PATH_MAX and os.path.isdir("/dev/shm"):
+        import atexit
+        import tempfile
+        want = tempfile.mkdtemp(prefix="pdbsym-", dir="/dev/shm")
+        atexit.register(shutil.rmtree, want, True)
+    else:
+        os.makedirs(want, exist_ok=True)
+    os.chmod(want, 0o777)
+    return want
+
+
+_default_dir = []
+
+
+def default_socket_dir():
+    """The TMPDIR of an app started without one: the test's own when a socket
+    name fits under it, else a short folder in /dev/shm (removed at exit)."""
+    if not _default_dir:
+        import atexit
+        import tempfile
+        d = tempfile.gettempdir()
+        if len(d) + 1 + SOCKET_NAME_MAX > SUN_PATH_MAX and os.path.isdir("/dev/shm"):
+            d = tempfile.mkdtemp(prefix="pdbsym-", dir="/dev/shm")
+            atexit.register(shutil.rmtree, d, True)
+        _default_dir.append(d)
+    return _default_dir[0]
 
 
 def dotnet_env(tmp):
@@ -97,9 +137,9 @@ class App:
     """LiveApp started as its own process: `ready PID` read from its output."""
 
     def __init__(self, appdir, args=(), env=None, tmpdir=None, preexec=None):
-        e = dotnet_env(tmpdir or "/tmp")
-        if tmpdir:
-            e["TMPDIR"] = tmpdir
+        tmpdir = tmpdir or default_socket_dir()
+        e = dotnet_env(tmpdir)
+        e["TMPDIR"] = tmpdir
         if env:
             e.update(env)
         self.proc = subprocess.Popen([os.path.join(appdir, "LiveApp")] + list(args), env=e,
@@ -146,13 +186,16 @@ def merged_samples(files):
     out = collections.defaultdict(list)
     for f in files:
         for tid, ss in speedscope_samples(json.load(open(f))).items():
-            out[tid] += [[{k: v for k, v in fr.items() if k in ("name", "file", "line", "col")}
+            out[tid] += [[{k: v for k, v in fr.items()
+                           if k in ("name", "file", "line", "col", "line_approx")}
                           for fr in s] for s in ss]
     return out
 
 
-def diff_samples(c, what, got, want, show=3):
-    """Checks every thread's samples of got against want; returns (samples, differing)."""
+def diff_samples(c, what, got, want, show=3, oracle=False):
+    """Checks every thread's samples of got against want; returns (samples,
+    differing).  oracle: want is TraceLog's (no line_approx), and a frame
+    pdbsym marks approximate may have another line (tracelib.same_frame)."""
     n = bad = 0
     c.eq("%s: threads" % what, sorted(got), sorted(want))
     for tid in want:
@@ -160,11 +203,11 @@ def diff_samples(c, what, got, want, show=3):
         c.eq("%s: thread %d samples" % (what, tid), len(g), len(w))
         for i, (x, y) in enumerate(zip(g, w)):
             n += 1
-            if x != y:
+            if (not same_stack(x, y)) if oracle else x != y:
                 bad += 1
                 if bad <= show:
                     for k, (fx, fy) in enumerate(zip(x, y)):
-                        if fx != fy:
+                        if (not same_frame(fx, fy)) if oracle else fx != fy:
                             print("  %s thread %d sample %d frame %d: ours %r, theirs %r" %
                                   (what, tid, i, k, fx, fy))
                             break

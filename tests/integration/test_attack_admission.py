@@ -178,11 +178,16 @@ try:
     try:
         # 8 bodies of 1 MiB from 127.0.0.2 that stall after 900 KB: the 5th
         # passes the address's 4 MiB
-        socks, answers = [], []
+        socks, answers, cut = [], [], []
         for i in range(8):
             s = socket.create_connection(("127.0.0.1", srv.port), source_address=("127.0.0.2", 0), timeout=10)
-            s.sendall(b"POST /symbolicate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % (1 << 20) + b" " * 900000)
+            try:
+                s.sendall(b"POST /symbolicate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % (1 << 20) + b" " * 900000)
+            except (BrokenPipeError, ConnectionResetError):
+                # refused and closed while the body was still coming: the
+                # kernel may have dropped the 503 with the reset
+                cut.append(s)
             socks.append(s)
         time.sleep(0.5)
         held = metric(srv, "pdbsym_request_memory_bytes")
@@ -190,9 +195,10 @@ try:
             s.settimeout(0.5)
             try:
                 answers.append(s.recv(4096))
-            except socket.timeout:
+            except (socket.timeout, ConnectionResetError):
                 answers.append(b"")
         refused = [a for a in answers if a.startswith(b"HTTP/1.1 503")]
+        closed = sum(1 for s, a in zip(socks, answers) if a.startswith(b"HTTP/1.1 503") or s in cut)
         s = socket.create_connection(("127.0.0.1", srv.port), source_address=("127.0.0.3", 0), timeout=30)
         import json
         b = json.dumps(body).encode()
@@ -213,7 +219,9 @@ try:
         # a 900 KB body holds at least that (at most 1.5 MiB: its buffer grows
         # by doubling, the new block reserved before the old goes): at most 4
         # fit in 4 MiB, at least one
-        c.true("memory per address: the bodies past 4 MiB refused at once", 4 <= len(refused) <= 7, len(refused))
+        print("  closed by the server while their body was still being sent: %d" % len(cut))
+        c.true("memory per address: the bodies past 4 MiB refused at once", 4 <= closed <= 7,
+               (len(refused), len(cut)))
         c.true("memory per address: the 503 names request_memory_per_ip",
                refused and all(b"request_memory_per_ip" in r for r in refused), refused[:1])
         c.true("memory per address: held under the address's cap", held is not None and held <= 4 << 20, held)

@@ -26,7 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clilib import Checks, Sandbox  # noqa: E402
-from tracelib import FIX, expected_frame, jsonl_gz, speedscope_samples  # noqa: E402
+from tracelib import FIX, expected_frame, jsonl_gz, same_frame, speedscope_samples  # noqa: E402
+import livelib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = os.path.join(FIX, "net10.0", "workload.nettrace")
@@ -34,12 +35,14 @@ TRACE = os.path.join(FIX, "net10.0", "workload.nettrace")
 c = Checks()
 sb = Sandbox("pdbsym-profile-faults-")
 sb.env["PDBSYM_PROFILE_IPC_TIMEOUT"] = "2"
+# the stand-ins' sockets, where a socket's path fits (livelib.socket_dir)
+SOCKETS = livelib.socket_dir(sb, "sockets")
 
 
 def fake(mode):
     """Starts the stand-in; returns (process, pid, command log path)."""
     log = sb.path("commands-%s-%d" % (mode, time.time_ns()))
-    env = dict(os.environ, TMPDIR=sb.dir)
+    env = dict(os.environ, TMPDIR=SOCKETS)
     p = subprocess.Popen([sys.executable, os.path.join(HERE, "dsfake.py"), mode, log, TRACE],
                          env=env, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
@@ -59,7 +62,7 @@ def leftovers():
     """files a run may have left in the sandbox (not the stand-ins' own)"""
     out = []
     for f in os.listdir(sb.dir):
-        if f.startswith(("commands-", "dotnet-diagnostic-", "cache")):
+        if f.startswith(("commands-", "dotnet-diagnostic-", "cache", "sockets")):
             continue
         out.append(f)
     return sorted(out)
@@ -76,7 +79,7 @@ def merged(out):
     tids = collections.defaultdict(list)
     for f in sorted(glob.glob(os.path.join(out, "*.speedscope.json"))):
         for tid, ss in speedscope_samples(json.load(open(f))).items():
-            tids[tid] += [[{k: v for k, v in fr.items() if k in ("name", "file", "line", "col")}
+            tids[tid] += [[{k: v for k, v in fr.items() if k in ("name", "file", "line", "col", "line_approx")}
                            for fr in s] for s in ss]
     return tids
 
@@ -105,8 +108,14 @@ for mode, want_info, want_collect in (
     c.true("%s: StopTracing sent" % mode, "02 01" in cmds, cmds)
     c.true("%s: the report line" % mode, so.startswith("profile: pid %d " % pid), so)
     got = merged(out)
-    c.eq("%s: every sample of the streamed trace, named as TraceLog names it" % mode,
-         {t: got.get(t) for t in oracle} == dict(oracle), True)
+    # as `pdbsym trace` is checked: a frame marked line_approx may have
+    # another line than the runtime's rule over the trace's maps
+    differ = [t for t in oracle
+              if len(got.get(t, [])) != len(oracle[t]) or
+              not all(len(g) == len(w) and all(same_frame(a, b) for a, b in zip(g, w))
+                      for g, w in zip(got.get(t, []), oracle[t]))]
+    c.eq("%s: every sample of the streamed trace, named as TraceLog names it (threads that differ)" % mode,
+         differ, [])
     c.eq("%s: nothing but the windows in the folder" % mode,
          [f for f in os.listdir(out) if not f.endswith(".speedscope.json")], [])
 

@@ -1,4 +1,4 @@
-"""`pdbsym profile --pid N` against real .NET 10 processes (CONTRACT.md,
+"""`pdbsym profile --pid N` against real .NET 10 processes (docs/contract.md,
 "Profiling running .NET processes"): the app of tests/live (several
 namespaces, generics, async, lambdas and LINQ, a second assembly, methods it
 mints at run time: DynamicMethod, compiled Regex, expression trees), built
@@ -43,9 +43,7 @@ appdir = livelib.build_app(sb.dir)
 oracle = livelib.build_oracle(sb.dir)
 print("built the app and the oracle in %.1f s" % (time.time() - t0))
 # the app's sockets go in a folder of its own, as the target's TMPDIR says
-apptmp = sb.path("apptmp")
-os.makedirs(apptmp)
-os.chmod(apptmp, 0o777)
+apptmp = livelib.socket_dir(sb)
 
 
 def profile(pid, out, args=(), env=None, timeout=120):
@@ -89,7 +87,7 @@ for part, src in (("LiveApp!Live.App.Workers.Fib(int32)", "Workers.cs"),
 c.true("session: minted methods named (%s)" % sorted(n[0] for n in have("dynamicClass"))[:2],
        len(have("dynamicClass")) > 0)
 theirs = livelib.oracle_stacks(oracle, tee, appdir, sb.dir)
-n, bad = livelib.diff_samples(c, "session vs TraceLog", ours, theirs)
+n, bad = livelib.diff_samples(c, "session vs TraceLog", ours, theirs, oracle=True)
 print("session: %d samples against TraceLog, %d differ" % (n, bad))
 tr = sb.path("trace.json")
 rc, so2, se2 = sb.run(["trace", tee, "-o", tr, "--pdb-dir", appdir, "--offline", "--quiet"], timeout=600)
@@ -168,6 +166,18 @@ c.eq("DOTNET_EnableDiagnostics=0: exit status", rc, 3)
 c.true("DOTNET_EnableDiagnostics=0: one line naming it (%r)" % se,
        se.count("\n") == 1 and "DOTNET_EnableDiagnostics=0" in se)
 c.true("DOTNET_EnableDiagnostics=0: no output folder", not os.path.exists(sb.path("nodiag")))
+
+# a TMPDIR too long for a socket's path: the runtime makes no socket, and
+# pdbsym says why instead of "not a .NET process"
+longtmp = sb.path("t" * 90)
+os.makedirs(longtmp)
+app = livelib.App(appdir, [], tmpdir=longtmp)
+rc, so, se = profile(app.pid, sb.path("longtmp"))
+app.stop()
+c.eq("a TMPDIR too long for a socket: exit status", rc, 3)
+c.true("a TMPDIR too long for a socket: one line naming it (%r)" % se,
+       se.count("\n") == 1 and "too long for a Unix socket" in se and "shorter TMPDIR" in se)
+shutil.rmtree(longtmp, ignore_errors=True)
 
 if os.geteuid() == 0:
     app = livelib.App(appdir, [], tmpdir=apptmp)

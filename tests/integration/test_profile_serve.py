@@ -1,5 +1,5 @@
 """`pdbsym serve` profiling the .NET processes its settings name
-(CONTRACT.md, "Profiling running .NET processes"), against real .NET 10
+(docs/contract.md, "Profiling running .NET processes"), against real .NET 10
 processes (the app of tests/live, built with the real SDK):
 
 - profile_pids: the process attached, windows written every profile_window
@@ -32,8 +32,7 @@ livelib.need_dotnet()
 c = Checks()
 sb = Sandbox("pdbsym-profile-serve-")
 appdir = livelib.build_app(sb.dir)
-apptmp = sb.path("apptmp")
-os.makedirs(apptmp)
+apptmp = livelib.socket_dir(sb)
 
 
 def wait_for(what, cond, timeout=30):

@@ -33,6 +33,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
+import harness  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 from pdbsym_server import Server  # noqa: E402
 from tracelib import (FIX, check_weights, expected_frame, jsonl_gz, oracle_file,  # noqa: E402
@@ -41,8 +42,7 @@ from tracelib import (FIX, check_weights, expected_frame, jsonl_gz, oracle_file,
 clilib.need_binary()
 PROF = os.path.join(FIX, "profile")
 if not os.path.exists(os.path.join(PROF, "profile.nettrace")):
-    print("skipped: tests/fixtures/nettrace/profile absent")
-    sys.exit(77)
+    harness.skip("tests/fixtures/nettrace/profile absent")
 
 c = Checks()
 sb = Sandbox("pdbsym-trace-profile-")
