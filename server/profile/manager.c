@@ -515,7 +515,11 @@ ps_err prof_manager_start(const prof_manager_config *c, engine *e, prof_manager 
   pthread_cond_init(&m->cv, NULL);
   m->slots = calloc(c->max_sessions, sizeof *m->slots);
   ps_err rc = m->slots ? PS_E_OK : ps_diag_set(d, PS_E_NOMEM, "profile", (size_t)-1, "out of memory");
-  if (!rc)
+  /* the output folder only when something is to be profiled: a server that
+   * profiles nothing must start where profile_dir cannot be made (a
+   * container's read-only working folder) */
+  bool wanted = m->npids || m->command[0] || (c->diagnostic_port && *c->diagnostic_port);
+  if (!rc && wanted)
     rc = prof_outdir_open(c->out_dir, c->max_files, c->max_bytes, &m->od, d);
   if (!rc && c->push.url && *c->push.url) {
     rc = prof_pusher_start(&c->push, &m->pusher, d);

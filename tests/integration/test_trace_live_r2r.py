@@ -32,12 +32,15 @@ if not shutil.which("dotnet"):
 
 c = Checks()
 sb = Sandbox("pdbsym-trace-live-")
-env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
+# the SDK's and the app's temporary files (NuGet's scratch folder, the
+# diagnostic socket) in the sandbox, which goes at the end
+env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1", TMPDIR=sb.dir)
 src = sb.path("src")
 shutil.copytree(os.path.join(FIX, "profile-src"), src)
 app = sb.path("app")
 p = subprocess.run(["dotnet", "publish", os.path.join(src, "App"), "-c", "Release", "-r", "linux-x64",
-                    "--self-contained", "-p:PublishReadyToRun=true", "-o", app, "-nologo", "-v", "q"],
+                    "--self-contained", "-p:PublishReadyToRun=true", "-o", app, "-nologo", "-v", "q",
+                    "--disable-build-servers"],
                    env=env, capture_output=True, text=True, timeout=900)
 if p.returncode != 0:
     print(p.stdout[-2000:], p.stderr[-2000:])
