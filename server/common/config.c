@@ -280,6 +280,17 @@ static bool listen_ok(const char *v, const char **why) {
   return true;
 }
 
+static void ms_text(uint64_t ms, char *buf, size_t cap) {
+  if (ms && ms % 3600000 == 0)
+    snprintf(buf, cap, "%lluh", (unsigned long long)(ms / 3600000));
+  else if (ms && ms % 60000 == 0)
+    snprintf(buf, cap, "%llum", (unsigned long long)(ms / 60000));
+  else if (ms && ms % 1000 == 0)
+    snprintf(buf, cap, "%llus", (unsigned long long)(ms / 1000));
+  else
+    snprintf(buf, cap, "%llums", (unsigned long long)ms);
+}
+
 static const char *kind_text(const cf_setting *s, char *buf, size_t cap) {
   char range[96] = "";
   uint64_t dflt_max = s->type == CF_SECS ? CF_SECS_MAX : s->type == CF_MS ? CF_SECS_MAX * 1000 : 0;
@@ -299,7 +310,14 @@ static const char *kind_text(const cf_setting *s, char *buf, size_t cap) {
   case CF_MS: snprintf(buf, cap, "want a duration in milliseconds (250, 250ms, 2s)%s", range); break;
   case CF_BOOL: snprintf(buf, cap, "want true or false (also yes/no, on/off, 1/0)"); break;
   case CF_ENUM: snprintf(buf, cap, "want one of %s", s->allowed); break;
-  case CF_DUR: snprintf(buf, cap, "want a duration (250ms, 5s, 2m, 1h; a bare number is seconds)%s", range); break;
+  case CF_DUR: {
+    char lo[24], hi[24];
+    ms_text(s->min, lo, sizeof lo);
+    ms_text(s->max, hi, sizeof hi);
+    snprintf(buf, cap, "want a duration (250ms, 5s, 2m, 1h; a bare number is seconds), from %s to %s",
+             lo, hi);
+    break;
+  }
   default: snprintf(buf, cap, "want text"); break;
   }
   return buf;
@@ -750,7 +768,7 @@ static void kind_name(const cf_setting *s, char *buf, size_t cap) {
   static const char *const names[] = {
       [CF_STR] = "text",   [CF_U64] = "count",   [CF_SIZE] = "size",   [CF_SECS] = "seconds",
       [CF_MS] = "ms",      [CF_BOOL] = "bool",   [CF_LISTEN] = "listen", [CF_ENUM] = "word",
-      [CF_DIR] = "folder", [CF_CACHE] = "cache-folder"};
+      [CF_DIR] = "folder", [CF_CACHE] = "cache-folder", [CF_DUR] = "duration"};
   const char *n = names[s->type];
   if (!strcmp(s->key, "symbol_path"))
     n = "symbol-path";
@@ -759,7 +777,12 @@ static void kind_name(const cf_setting *s, char *buf, size_t cap) {
   uint64_t dflt_max = s->type == CF_SECS ? CF_SECS_MAX : s->type == CF_MS ? CF_SECS_MAX * 1000 : 0;
   if (s->type == CF_ENUM)
     snprintf(buf, cap, "[%s %s]", n, s->allowed);
-  else if (s->min || (s->max && s->max != dflt_max))
+  else if (s->type == CF_DUR) { /* kept in ms, shown in the unit it divides by */
+    char lo[24], hi[24];
+    ms_text(s->min, lo, sizeof lo);
+    ms_text(s->max, hi, sizeof hi);
+    snprintf(buf, cap, "[%s %s..%s]", n, lo, hi);
+  } else if (s->min || (s->max && s->max != dflt_max))
     snprintf(buf, cap, "[%s %llu..%s%.0llu]", n, (unsigned long long)s->min, s->max ? "" : "",
              (unsigned long long)s->max);
   else
@@ -777,7 +800,8 @@ void cfg_help(FILE *out) {
   fprintf(out, "  --config FILE (or PDBSYM_CONFIG) reads a config file; precedence:\n"
                "  defaults < environment < config file < flags.\n"
                "  Sizes take K, M, G, T (binary: 64K, 8M); durations in seconds take s, m, h, d\n"
-               "  (30, 5m, 2h), download_retry_base_ms takes ms or s.  In a config file a '#'\n"
+               "  (30, 5m, 2h), download_retry_base_ms takes ms or s, profile_window ms, s, m\n"
+               "  or h (a bare number is seconds).  In a config file a '#'\n"
                "  after white space starts a comment; quote a value (\"...\") to keep one.\n"
                "  A bad value stops the command with exit status 2 and one line naming it.\n");
 }

@@ -39,6 +39,7 @@ BAD = {
     "size": ("12Q", "size in bytes"),
     "seconds": ("5 parsecs", "duration in whole seconds"),
     "ms": ("soon", "duration in milliseconds"),
+    "duration": ("soon", "want a duration"),
     "bool": ("maybe", "true or false"),
     "listen": ("127.0.0.1:99999", "port"),
     "word": ("loud", "one of"),
@@ -101,6 +102,10 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-settings-") as tmp:
                 values.append((str(lo - 1), "from %d" % lo if hi else "at least %d" % lo))
             if hi:
                 values.append((str(int(hi) + 1), "to %s" % hi))
+        m = re.match(r"(\d+)ms\.\.(\d+)h$", rng)
+        if m and kind == "duration":  # the bounds too
+            values.append(("%dms" % (int(m.group(1)) - 1), "from %sms" % m.group(1)))
+            values.append(("%dh" % (int(m.group(2)) + 1), "to %sh" % m.group(2)))
         for value, want in values:
             env_name = "PDBSYM_" + key.upper()
             rc, out, err = run(["serve"], env={env_name: value})
