@@ -55,7 +55,9 @@ def profile(pid, out, args=(), env=None, timeout=120):
 app = livelib.App(appdir, ["60", "--mint"], tmpdir=apptmp)
 time.sleep(2)  # code JIT'd before the attach: only the rundown session names it
 out, tee = sb.path("w"), sb.path("session.nettrace")
-rc, so, se = profile(app.pid, out, ["--window", "2s", "--duration", "9s", "--tee", tee,
+# 13 s of 2 s windows: at least four whole ones however long the attach
+# takes (its rundown, a sanitizer build)
+rc, so, se = profile(app.pid, out, ["--window", "2s", "--duration", "13s", "--tee", tee,
                                     "--format", "speedscope,pprof"])
 app.stop()
 c.eq("session: exit status (%s)" % se.strip(), rc, 0)
@@ -93,7 +95,11 @@ tr = sb.path("trace.json")
 rc, so2, se2 = sb.run(["trace", tee, "-o", tr, "--pdb-dir", appdir, "--offline", "--quiet"], timeout=600)
 c.eq("pdbsym trace of the copy: exit status (%s)" % se2.strip(), rc, 0)
 if rc == 0:
-    livelib.diff_samples(c, "session vs pdbsym trace", ours, livelib.merged_samples([tr]))
+    # the same frames, marks and lines, but where both mark a line approximate:
+    # its estimate from the call sites takes the callee first seen at that
+    # return address, in the window for a session, in the whole trace here
+    livelib.diff_samples(c, "session vs pdbsym trace", ours, livelib.merged_samples([tr]),
+                         approx=True)
 for f in pp:
     fields = livelib.pprof_fields(f)
     strs = [s.decode() for s in fields.get(6, [])]
@@ -105,7 +111,7 @@ for f in pp:
 
 # ---- the end of a session ----------------------------------------------------
 # the process exits mid-window
-app = livelib.App(appdir, ["4"], tmpdir=apptmp)
+app = livelib.App(appdir, ["8"], tmpdir=apptmp)
 out = sb.path("exits")
 rc, so, se = profile(app.pid, out, ["--window", "3s"])
 app.stop()
