@@ -149,6 +149,8 @@ class App:
         self.proc = subprocess.Popen([os.path.join(appdir, "LiveApp")] + list(args), env=e,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      preexec_fn=preexec)
+        import atexit
+        atexit.register(self.stop)  # a test that dies midway leaves no busy app behind
         line = self.proc.stdout.readline()
         if not line.startswith("ready"):
             raise RuntimeError("LiveApp did not start: %r" % line)

@@ -117,7 +117,7 @@ named.stop()
 other.stop()
 
 # ---- profile_command, one slot ----------------------------------------------------
-short = livelib.App(appdir, ["5"], tmpdir=apptmp)
+short = livelib.App(appdir, ["15"], tmpdir=apptmp)  # alive still if the long one took the slot first
 long_ = livelib.App(appdir, ["60"], tmpdir=apptmp)
 pdir = sb.path("by-command")
 srv = Server(env={"PDBSYM_PROFILE_COMMAND": "Live*", "PDBSYM_MAX_PROFILED_PROCESSES": "1",
