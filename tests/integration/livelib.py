@@ -140,13 +140,13 @@ def build_oracle(tmp):
 class App:
     """LiveApp started as its own process: `ready PID` read from its output."""
 
-    def __init__(self, appdir, args=(), env=None, tmpdir=None, preexec=None):
+    def __init__(self, appdir, args=(), env=None, tmpdir=None, preexec=None, exe="LiveApp"):
         tmpdir = tmpdir or default_socket_dir()
         e = dotnet_env(tmpdir)
         e["TMPDIR"] = tmpdir
         if env:
             e.update(env)
-        self.proc = subprocess.Popen([os.path.join(appdir, "LiveApp")] + list(args), env=e,
+        self.proc = subprocess.Popen([os.path.join(appdir, exe)] + list(args), env=e,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      preexec_fn=preexec)
         import atexit

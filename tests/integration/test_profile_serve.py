@@ -19,6 +19,7 @@ processes (the app of tests/live, built with the real SDK):
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -117,10 +118,15 @@ named.stop()
 other.stop()
 
 # ---- profile_command, one slot ----------------------------------------------------
-short = livelib.App(appdir, ["15"], tmpdir=apptmp)  # alive still if the long one took the slot first
-long_ = livelib.App(appdir, ["60"], tmpdir=apptmp)
+# the app under a command name of this run's own: the other live tests'
+# LiveApps, running beside this one, must not match the pattern (the apphost
+# runs LiveApp.dll whatever its own name)
+exe = "LvSrv%05d" % (os.getpid() % 100000)
+shutil.copy2(os.path.join(appdir, "LiveApp"), os.path.join(appdir, exe))
+short = livelib.App(appdir, ["15"], tmpdir=apptmp, exe=exe)  # alive still if the long one took the slot first
+long_ = livelib.App(appdir, ["60"], tmpdir=apptmp, exe=exe)
 pdir = sb.path("by-command")
-srv = Server(env={"PDBSYM_PROFILE_COMMAND": "Live*", "PDBSYM_MAX_PROFILED_PROCESSES": "1",
+srv = Server(env={"PDBSYM_PROFILE_COMMAND": exe + "*", "PDBSYM_MAX_PROFILED_PROCESSES": "1",
                   "PDBSYM_PROFILE_WINDOW": "1s", "PDBSYM_PROFILE_DIR": pdir,
                   "PDBSYM_PROFILE_SCAN_INTERVAL": "1"})
 first = wait_for("one of the two attached",
@@ -142,6 +148,7 @@ if first:
 srv.close()
 short.stop()
 long_.stop()
+os.remove(os.path.join(appdir, exe))
 
 # ---- bad settings ---------------------------------------------------------------
 for env, setting in (({"PDBSYM_PROFILE_PIDS": "12,abc"}, "profile_pids"),
