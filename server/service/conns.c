@@ -14,10 +14,16 @@
  * table of slots that count their live connections.
  *
  * A streaming connection's window is a ring of per-second byte counts, one
- * per second of stream_window_ms (allocated when it enters CONN_STREAM):
+ * per second of stream_window_ms and one for the second under way
+ * (allocated when it enters CONN_STREAM):
  *
  *     win[sec % nwin] += bytes received in second sec (sec = now_ms / 1000)
- *     sum(win) over the last nwin seconds >= stream_rate * stream_window_ms / 1000
+ *     sum(win) >= stream_rate * stream_window_ms / 1000
+ *
+ * The sum covers the whole seconds of the window and the part of the current
+ * one gone by, never less than the window: a client at the rate is never
+ * judged on less time than it was given (with only the window's seconds, the
+ * current one just begun, a 2 s window judged about 1 s of bytes).
  *
  * checked by the sweeper once the window has run whole since the stream
  * began or resumed.
@@ -220,7 +226,7 @@ static void link_phase(conns *t, conn_entry *e, conn_phase p) {
       e->due_ms = t->cfg.stream_max_ms ? e->since_ms + t->cfg.stream_max_ms : 0;
       uint64_t w = (t->cfg.stream_window_ms + 999) / 1000;
       if (t->cfg.stream_rate && w) {
-        e->nwin = (unsigned)(w < CONNS_WINDOW_MAX_S ? w : CONNS_WINDOW_MAX_S);
+        e->nwin = (unsigned)(w < CONNS_WINDOW_MAX_S ? w : CONNS_WINDOW_MAX_S) + 1;
         e->win = calloc(e->nwin, sizeof *e->win); /* NULL: no rate asked of it */
         win_restart(e, e->since_ms);
       }
@@ -314,8 +320,8 @@ static void *sweep_main(void *arg) {
       uint64_t sum = 0;
       for (unsigned i = 0; i < e->nwin; i++)
         sum += e->win[i];
-      /* the last nwin seconds, the current one begun: at least the rate over
-       * the window */
+      /* the window's whole seconds and the current one begun: at least the
+       * rate over the window */
       if (sum < t->cfg.stream_rate * t->cfg.stream_window_ms / 1000)
         kill_locked(t, e, &t->st.slow_expired);
     }

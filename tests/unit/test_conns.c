@@ -270,6 +270,29 @@ TEST(stream_rate_over_a_sliding_window) {
   closepair(n);
 }
 
+TEST(stream_a_little_over_the_rate_is_judged_on_a_whole_window) {
+  /* 1000 bytes/s over every 2 s window; the client sends 250 bytes every
+   * 200 ms (1250 bytes/s, a quarter over) for 5 s: every check must see at
+   * least 2 s of its bytes, the second under way included (judged on the
+   * window's whole seconds only, it saw about 1 s of them and cut it) */
+  conns_config cfg = {2, 0, 300, 0, 1000, 2000, 0};
+  conns *t = conns_open(&cfg);
+  pair s = mkpair();
+  conn_entry *es = add(t, s, "127.0.0.1");
+  conns_set_phase(t, es, CONN_STREAM);
+  for (int i = 0; i < 25; i++) {
+    conns_stream_bytes(t, es, 250);
+    sleep_ms(200);
+    CHECK(!shut(s));
+  }
+  conns_stats st;
+  conns_get_stats(t, &st);
+  CHECK_EQ_U(st.slow_expired, 0);
+  conns_remove(t, es);
+  conns_close(t);
+  closepair(s);
+}
+
 TEST(stream_paused_is_not_asked_a_rate_and_ends_at_its_longest_time) {
   conns_config cfg = {4, 0, 300, 0, 1000, 1000, 3000};
   conns *t = conns_open(&cfg);
@@ -329,6 +352,7 @@ int main(void) {
   RUN(write_deadline);
   RUN(passes_over_a_request_not_read_yet);
   RUN(stream_rate_over_a_sliding_window);
+  RUN(stream_a_little_over_the_rate_is_judged_on_a_whole_window);
   RUN(stream_paused_is_not_asked_a_rate_and_ends_at_its_longest_time);
   RUN(an_early_answer_is_sent_then_lingers);
   return test_summary();
