@@ -224,19 +224,20 @@ ps_err prof_outdir_write(prof_outdir *o, trace_job *j, unsigned formats, int pid
   prof_window_stem(pid, start_ns, seq, stem, sizeof stem);
   snprintf(stem_out, cap, "%s", stem);
   ps_err e = PS_E_OK;
+  unsigned written = 0; /* the formats whose temporary file is whole */
   for (unsigned f = PROF_SPEEDSCOPE; f <= PROF_PPROF && !e; f <<= 1) {
     if (!(formats & f))
       continue;
-    char tmp[1400], path[1400];
-    snprintf(path, sizeof path, "%s/%s%s", o->dir, stem, ext_of(f));
+    char tmp[1400];
     snprintf(tmp, sizeof tmp, "%s/.pdbsym-tmp-%s%s", o->dir, stem, ext_of(f));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!out) {
       if (fd >= 0)
         close(fd);
-      return ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "cannot write %s: %s", tmp,
-                         strerror(errno));
+      e = ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "cannot write %s: %s", tmp,
+                      strerror(errno));
+      break;
     }
     e = trace_job_write(j, f == PROF_PPROF ? TRACE_PPROF : TRACE_SPEEDSCOPE, to_file, out, d);
     if (fflush(out) != 0 || fsync(fileno(out)) != 0) {
@@ -244,12 +245,26 @@ ps_err prof_outdir_write(prof_outdir *o, trace_job *j, unsigned formats, int pid
         e = ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "writing %s: %s", tmp, strerror(errno));
     }
     fclose(out);
+    if (e)
+      unlink(tmp);
+    else
+      written |= f;
+  }
+  /* the window's files appear together, with its counts, under the lock the
+   * listing takes: a reader never sees a window with one format of two, or
+   * without its counts */
+  pthread_mutex_lock(&o->mu);
+  for (unsigned f = PROF_SPEEDSCOPE; f <= PROF_PPROF; f <<= 1) {
+    if (!(written & f))
+      continue;
+    char tmp[1400], path[1400];
+    snprintf(path, sizeof path, "%s/%s%s", o->dir, stem, ext_of(f));
+    snprintf(tmp, sizeof tmp, "%s/.pdbsym-tmp-%s%s", o->dir, stem, ext_of(f));
     if (!e && rename(tmp, path) != 0)
       e = ps_diag_set(d, PS_E_IO, "profile output", NOPOS, "rename to %s: %s", path, strerror(errno));
     if (e)
       unlink(tmp);
   }
-  pthread_mutex_lock(&o->mu);
   if (!e) {
     struct idx *x = &o->index[o->next];
     snprintf(x->stem, sizeof x->stem, "%s", stem);

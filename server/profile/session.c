@@ -395,6 +395,17 @@ static ps_err cut_window(prof_session *s, ps_diag *d) {
   if (!e)
     e = prof_outdir_write(s->opt.outdir, s->job, s->opt.formats, s->t.pid, s->win_start_ns,
                           end_ns, s->seq, samples, dropped, stem, sizeof stem, d);
+  /* counted as soon as its files are there (before the push, which may take
+   * a while): /profiles lists the window and the process's count together */
+  if (!e) {
+    pthread_mutex_lock(&s->mu);
+    s->st.windows++;
+    s->st.samples += samples;
+    s->st.dropped_events += dropped;
+    snprintf(s->st.last_stem, sizeof s->st.last_stem, "%s", stem);
+    pthread_mutex_unlock(&s->mu);
+    prof_count_window(samples, dropped);
+  }
   if (!e && s->opt.pusher && (s->opt.formats & PROF_PPROF)) { /* the store gets it too */
     char path[1400];
     snprintf(path, sizeof path, "%s/%s.pb.gz", prof_outdir_path(s->opt.outdir), stem);
@@ -414,13 +425,6 @@ static ps_err cut_window(prof_session *s, ps_diag *d) {
       fclose(f);
   }
   if (!e) {
-    pthread_mutex_lock(&s->mu);
-    s->st.windows++;
-    s->st.samples += samples;
-    s->st.dropped_events += dropped;
-    snprintf(s->st.last_stem, sizeof s->st.last_stem, "%s", stem);
-    pthread_mutex_unlock(&s->mu);
-    prof_count_window(samples, dropped);
     plog(LOG_INFO, s->t.pid, "window %llu written (%s): %llu samples, %llu events dropped", (unsigned long long)s->seq, stem, (unsigned long long)samples,
              (unsigned long long)dropped);
     e = trace_job_next_window(s->job, d);

@@ -53,8 +53,10 @@ other = livelib.App(appdir, [], tmpdir=apptmp)
 pdir = sb.path("profiles")
 srv = Server(env={"PDBSYM_PROFILE_PIDS": str(named.pid), "PDBSYM_PROFILE_WINDOW": "2s",
                   "PDBSYM_PROFILE_DIR": pdir, "PDBSYM_PROFILE_SCAN_INTERVAL": "1"})
-doc = wait_for("three windows listed",
-               lambda: (lambda d: d if len(d["windows"]) >= 3 else None)(srv.json("GET", "/profiles")[2]))
+doc = wait_for("three windows listed and counted",
+               lambda: (lambda d: d if len(d["windows"]) >= 3 and d.get("processes")
+                        and d["processes"][0].get("windows", 0) >= 3 else None)(
+                   srv.json("GET", "/profiles")[2]))
 st, h, doc = srv.json("GET", "/profiles")
 c.eq("/profiles: status", st, 200)
 c.eq("/profiles: the folder", doc.get("dir"), pdir)
