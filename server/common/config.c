@@ -280,15 +280,22 @@ static bool listen_ok(const char *v, const char **why) {
   return true;
 }
 
+/* ms in the largest unit it is a whole number of: 250ms, 5s, 2m, 1h */
 static void ms_text(uint64_t ms, char *buf, size_t cap) {
-  if (ms && ms % 3600000 == 0)
-    snprintf(buf, cap, "%lluh", (unsigned long long)(ms / 3600000));
-  else if (ms && ms % 60000 == 0)
-    snprintf(buf, cap, "%llum", (unsigned long long)(ms / 60000));
-  else if (ms && ms % 1000 == 0)
-    snprintf(buf, cap, "%llus", (unsigned long long)(ms / 1000));
-  else
-    snprintf(buf, cap, "%llums", (unsigned long long)ms);
+  static const struct { uint64_t per; const char *unit; } u[] = {
+      {3600000, "h"}, {60000, "m"}, {1000, "s"}, {1, "ms"}};
+  size_t k = 0;
+  while (k < 3 && !(ms && ms % u[k].per == 0))
+    k++;
+  snprintf(buf, cap, "%llu%s", (unsigned long long)(ms / u[k].per), u[k].unit);
+}
+
+/* a duration setting's range, "250ms..1h" (sep ".."), or "from 250ms to 1h" */
+static void dur_range(const cf_setting *s, const char *from, const char *sep, char *buf, size_t cap) {
+  char lo[24], hi[24];
+  ms_text(s->min, lo, sizeof lo);
+  ms_text(s->max, hi, sizeof hi);
+  snprintf(buf, cap, "%s%s%s%s", from, lo, sep, hi);
 }
 
 static const char *kind_text(const cf_setting *s, char *buf, size_t cap) {
@@ -311,11 +318,9 @@ static const char *kind_text(const cf_setting *s, char *buf, size_t cap) {
   case CF_BOOL: snprintf(buf, cap, "want true or false (also yes/no, on/off, 1/0)"); break;
   case CF_ENUM: snprintf(buf, cap, "want one of %s", s->allowed); break;
   case CF_DUR: {
-    char lo[24], hi[24];
-    ms_text(s->min, lo, sizeof lo);
-    ms_text(s->max, hi, sizeof hi);
-    snprintf(buf, cap, "want a duration (250ms, 5s, 2m, 1h; a bare number is seconds), from %s to %s",
-             lo, hi);
+    char r[64];
+    dur_range(s, "from ", " to ", r, sizeof r);
+    snprintf(buf, cap, "want a duration (250ms, 5s, 2m, 1h; a bare number is seconds), %s", r);
     break;
   }
   default: snprintf(buf, cap, "want text"); break;
@@ -778,10 +783,9 @@ static void kind_name(const cf_setting *s, char *buf, size_t cap) {
   if (s->type == CF_ENUM)
     snprintf(buf, cap, "[%s %s]", n, s->allowed);
   else if (s->type == CF_DUR) { /* kept in ms, shown in the unit it divides by */
-    char lo[24], hi[24];
-    ms_text(s->min, lo, sizeof lo);
-    ms_text(s->max, hi, sizeof hi);
-    snprintf(buf, cap, "[%s %s..%s]", n, lo, hi);
+    char r[64];
+    dur_range(s, "", "..", r, sizeof r);
+    snprintf(buf, cap, "[%s %s]", n, r);
   } else if (s->min || (s->max && s->max != dflt_max))
     snprintf(buf, cap, "[%s %llu..%s%.0llu]", n, (unsigned long long)s->min, s->max ? "" : "",
              (unsigned long long)s->max);
@@ -792,7 +796,7 @@ static void kind_name(const cf_setting *s, char *buf, size_t cap) {
 void cfg_help(FILE *out) {
   fprintf(out, "settings (flag --KEY, environment PDBSYM_KEY, config file `key = value`):\n");
   for (size_t i = 0; i < NSETTINGS; i++) {
-    char kind[64];
+    char kind[96];
     kind_name(&settings[i], kind, sizeof kind);
     fprintf(out, "  %-28s default %-8s %s %s\n", settings[i].key,
             *settings[i].def ? settings[i].def : "\"\"", kind, settings[i].help);

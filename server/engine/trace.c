@@ -1389,9 +1389,10 @@ static void close_images(trace_job *j) {
 }
 
 /* a method whose code may be precompiled: not JIT-compiled (MethodFlags
- * 0x8), a MethodDef, no IL map from the trace */
+ * 0x8), a MethodDef, no IL map from the trace, not looked for already */
 static bool r2r_candidate(const ntc_method *m, uint32_t mi) {
-  return m->module == mi && !(m->flags & 0x8) && m->map_count == 0 && (m->token >> 24) == 0x06;
+  return m->module == mi && !(m->flags & 0x8) && m->map_count == 0 && !m->r2r_tried &&
+         (m->token >> 24) == 0x06;
 }
 
 /* The maps of module mi's precompiled methods from the image r.  The image
@@ -1450,26 +1451,39 @@ static void r2r_maps(trace_job *j, uint32_t mi, const r2r_image *r, r2r_bound *b
   }
 }
 
+/* Gives the precompiled methods their maps, each method looked for once:
+ * a live job calls this at every cut, and only the methods the code map has
+ * gained since (a rundown's) open their module's image again. */
 static void attach_r2r(trace_job *j) {
-  if (!j->opt.nimage_dirs && !j->opt.nimage_roots)
+  if (!j->opt.nimage_dirs && !j->opt.nimage_roots && !j->opt.image_prefix)
     return;
+  size_t nmod = j->code.nmodules;
+  bool *want = calloc(nmod ? nmod : 1, sizeof *want);
   r2r_image *r = malloc(sizeof *r);
   r2r_bound *bounds = malloc(TJ_R2R_MAX_BOUNDS * sizeof *bounds);
   ntc_entry *entries = malloc(TJ_R2R_MAX_BOUNDS * sizeof *entries);
-  for (uint32_t mi = 0; r && bounds && entries && mi < j->code.nmodules; mi++) {
-    bool any = false;
-    for (size_t i = 0; i < j->code.nmethods && !any; i++)
-      any = r2r_candidate(&j->code.methods[i], mi);
-    tj_image *img = any ? module_image(j, mi) : NULL;
-    if (!img)
-      continue;
-    ps_diag d;
-    ps_diag_clear(&d);
-    if (r2r_open(r, img->fm.data, img->fm.len, &d) == PS_E_OK) {
-      j->stats.r2r_images++;
-      r2r_maps(j, mi, r, bounds, entries);
+  if (want && r && bounds && entries) {
+    for (size_t i = 0; i < j->code.nmethods; i++) {
+      const ntc_method *m = &j->code.methods[i];
+      if (m->module < nmod && r2r_candidate(m, m->module))
+        want[m->module] = true;
     }
+    for (uint32_t mi = 0; mi < nmod; mi++) {
+      tj_image *img = want[mi] ? module_image(j, mi) : NULL;
+      if (!img)
+        continue;
+      ps_diag d;
+      ps_diag_clear(&d);
+      if (r2r_open(r, img->fm.data, img->fm.len, &d) == PS_E_OK) {
+        j->stats.r2r_images++;
+        r2r_maps(j, mi, r, bounds, entries);
+      }
+    }
+    for (size_t i = 0; i < j->code.nmethods; i++) /* found or not: not again */
+      if (j->code.methods[i].module < nmod && want[j->code.methods[i].module])
+        j->code.methods[i].r2r_tried = true;
   }
+  free(want);
   free(r);
   free(bounds);
   free(entries);
