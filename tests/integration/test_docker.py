@@ -29,14 +29,12 @@ its container, volume and tag and unmounts every mount under the state folder
 first error line of its output is reported (not what a probe of Docker Hub
 would say). A first build takes minutes; scripts/test.sh leaves this test
 out of the ASan run (the image builds its own binary). Times are printed."""
-import fcntl
+import functools
 import gzip
-import hashlib
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,7 +42,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
+import containerlib  # noqa: E402
+import harness  # noqa: E402,F401
 from pdbsym_server import Checks  # noqa: E402
 from native_oracle import answer_ok, oracle_view, rows, sym_view  # noqa: E402,F401
 
@@ -56,176 +55,18 @@ NATIVE = "cpp-x64-O2"
 IMAGE_USER, IMAGE_UID = "pdbsym", 10001  # docker/Dockerfile
 
 
-skip = harness.skip
-
-if os.environ.get("PDBSYM_TEST_CONTAINER") != "1" and not harness.under_ci():
-    harness.opt_in("the container test: set PDBSYM_TEST_CONTAINER=1 (as root; installs podman, "
-                   "buildah, runc, debootstrap; a first run takes minutes)")
-if os.geteuid() != 0:
-    skip("podman builds and runs images as root here (not root)")
-if not shutil.which("bash") or not os.path.exists(os.path.join(root, "docker", "build.sh")):
-    skip("docker/build.sh absent")
-
-
-def debian_mirror():
-    src = "/etc/apt/sources.list.d/debian.sources"
-    if os.path.exists(src):
-        for ln in open(src):
-            if ln.startswith("URIs:"):
-                return ln.split()[1]
-    if os.path.exists("/etc/apt/sources.list"):
-        for ln in open("/etc/apt/sources.list"):
-            m = re.match(r"deb\s+(?:\[[^]]*\]\s+)?(\S+://\S+)", ln)
-            if m and "security" not in ln:
-                return m.group(1)
-    return None
-
-
-mirror = debian_mirror()
-if not mirror:
-    skip("no Debian mirror in /etc/apt/sources.list*")
-try:
-    urllib.request.urlopen(mirror.rstrip("/") + "/dists/bookworm/Release", timeout=15).read(1)
-except Exception as e:
-    skip("no network to the Debian mirror %s (%s)" % (mirror, e))
-
-CACHE_ROOT = "/var/cache/pdbsym-container"
-
-
-def state_key():
-    """A hash of the files the image is built from."""
-    h = hashlib.sha256()
-    for rel in ("docker/Dockerfile", "docker/build.sh"):
-        h.update(rel.encode() + b"\0")
-        with open(os.path.join(root, rel), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
-
-
-def mounts_under(folder):
-    """Mount points at or under folder, deepest first (/proc/self/mountinfo)."""
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for ln in f:
-            mp = ln.split()[4].encode().decode("unicode_escape")
-            if mp == folder or mp.startswith(folder + "/"):
-                out.append(mp)
-    return sorted(set(out), key=len, reverse=True)
-
-
-def unmount_all(folder):
-    """Unmounts what podman mounted under folder; returns the mounts that
-    would not go."""
-    for _ in range(3):
-        left = mounts_under(folder)
-        if not left:
-            break
-        for mp in left:
-            subprocess.run(["umount", mp], capture_output=True)
-    for mp in mounts_under(folder):
-        subprocess.run(["umount", "-l", mp], capture_output=True)
-    return mounts_under(folder)
-
-
-def leave_nothing_behind():
-    """Unmounts what podman mounted under the state folder, which is kept for
-    the next run; returns the mounts that would not go."""
-    return unmount_all(state)
-
-
-# the state folder: the caller's if given, else the one of this recipe's key
-# (a folder of another key, not in use, is an older recipe's: removed)
-own_state = not os.environ.get("CONTAINER_STATE")
-if own_state:
-    key = state_key()
-    os.makedirs(CACHE_ROOT, exist_ok=True)
-    for old in os.listdir(CACHE_ROOT):
-        path = os.path.join(CACHE_ROOT, old)
-        if old == key or not os.path.isdir(path):
-            continue
-        try:
-            with open(os.path.join(path, "lock"), "a") as lk:
-                fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)  # docker/build.sh holds it while it builds
-                if not unmount_all(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                    print("removed the state of an older recipe: %s" % path)
-        except OSError:
-            pass
-    state = os.path.join(CACHE_ROOT, key)
-else:
-    state = os.environ["CONTAINER_STATE"]
-os.makedirs(state, exist_ok=True)
-state = os.path.realpath(state)
-reused = os.path.exists(os.path.join(state, "base.tar"))
-print("state folder: %s (%s)" % (state, "a base image from an earlier run" if reused else "new"))
-
-
-def first_error(text):
-    """The first line of a build's output that says what went wrong."""
-    for ln in text.splitlines():
-        if re.search(r"\b(error|Error|ERROR|failed|Failed|fatal|E:|cannot|not found)\b", ln) and \
-                not ln.startswith("[docker/build"):
-            return ln.strip()
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else "(no output)"
-
+containerlib.require(root, "the container test")
+state = containerlib.state_folder(root)
+leave_nothing_behind = functools.partial(containerlib.unmount_all, state)
+free_port = containerlib.free_port
 
 tag = "localhost/pdbsym:test-%d" % os.getpid()
 name = "pdbsym-test-%d" % os.getpid()
 volume = name + "-cache"
 
-t0 = time.monotonic()
-b = subprocess.run(["bash", os.path.join(root, "docker", "build.sh"), tag], env=dict(os.environ, CONTAINER_STATE=state),
-                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-build_s = time.monotonic() - t0
-print(b.stdout.rstrip())
-
-env = dict(os.environ)
-if os.path.exists(os.path.join(state, "env.sh")):
-    for ln in open(os.path.join(state, "env.sh")):  # the private podman configuration
-        m = re.match(r"export (\w+)=(.*)", ln.strip())
-        if m:
-            env[m.group(1)] = m.group(2)
-
-if b.returncode != 0:
-    # a sandbox where containers cannot run at all is a skip; a build that
-    # fails where they can is a failure.  The probe runs the local base image
-    # (never a pull from Docker Hub, whose error would hide the real one).
-    base = "localhost/debian:bookworm-slim"
-    have_base = shutil.which("podman") and subprocess.run(["podman", "image", "exists", base], env=env,
-                                                          capture_output=True).returncode == 0
-    probe = subprocess.run(["podman", "run", "--rm", "--pull=never", "--network=host", base, "true"],
-                           env=env, capture_output=True, text=True) if have_base else None
-    if probe is not None and probe.returncode != 0:
-        leave_nothing_behind()
-        skip("podman cannot run containers here (docker/build.sh exited %d; running %s: %s)" % (
-            b.returncode, base, first_error(probe.stderr)))
-    print("FAIL docker/build.sh exited %d; its first error: %s" % (b.returncode, first_error(b.stdout)))
-    leave_nothing_behind()
-    sys.exit(1)
+build_s = containerlib.build_pdbsym(root, state, tag)
 print("image build: %.1f s" % build_s)
-
-
-def podman(*args, check=True, timeout=120):
-    r = subprocess.run(["podman"] + list(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=timeout)
-    if check and r.returncode != 0:
-        raise RuntimeError("podman %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()[-1500:]))
-    return r
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-
-
-
-
+podman = containerlib.Podman(state)
 
 
 c = Checks()

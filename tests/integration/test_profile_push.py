@@ -21,9 +21,6 @@ import glob
 import http.server
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -34,10 +31,12 @@ import harness  # noqa: E402
 import livelib  # noqa: E402
 from clilib import Sandbox  # noqa: E402
 from pdbsym_server import Checks, Server  # noqa: E402
+from pproflib import go_raw, norm, parse_raw  # noqa: E402
+import pproflib  # noqa: E402
 from tracelib import STATE_FRAMES  # noqa: E402
 
 livelib.need_dotnet()
-GO = shutil.which("go") or "/usr/lib/go/bin/go"
+GO = pproflib.GO
 if not os.path.exists(GO):
     harness.skip("go (Debian package golang-go) is not installed: no independent pprof reader")
 c = Checks()
@@ -84,62 +83,6 @@ class Receiver:
         self.srv.shutdown()
 
 
-def norm(name):
-    """a name as go tool pprof prints it: pprof drops <...> groups (C++
-    templates to it) and then an argument list holding one; both sides are
-    compared that way"""
-    out, depth = [], 0
-    for ch in name:
-        if ch == "<":
-            depth += 1
-        elif ch == ">" and depth:
-            depth -= 1
-        elif not depth:
-            out.append(ch)
-    n = "".join(out)
-    return n.split("(")[0] if "(" in n else n
-
-
-def go_raw(pprof_bytes, path):
-    with open(path, "wb") as f:
-        f.write(pprof_bytes)
-    r = subprocess.run([GO, "tool", "pprof", "-raw", path], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, HOME=sb.dir, GOCACHE=sb.path("gocache"), GOFLAGS="-mod=mod"))
-    return r.returncode, r.stdout, r.stderr
-
-
-def parse_raw(text):
-    """go tool pprof -raw: the samples (values and location ids) and the
-    locations (id -> [(function, file, line)])"""
-    samples, locs, sec = [], {}, None
-    cur = None  # noqa: F841
-    for line in text.splitlines():
-        if line.startswith("Samples:"):
-            sec = "s"
-            continue
-        if line.startswith("Locations"):
-            sec = "l"
-            continue
-        if line.startswith("Mappings"):
-            sec = None
-            continue
-        if sec == "s":
-            m = re.match(r"\s*([\d ]+):\s*([\d ]+)\s*$", line)
-            if m:
-                samples.append(([int(x) for x in m.group(1).split()], [int(x) for x in m.group(2).split()]))
-        elif sec == "l":
-            # "   3: 0x0 M=1 NAME FILE:LINE s=0(SYSTEM NAME)"; NAME may hold spaces
-            m = re.match(r"\s*(\d+): 0x[0-9a-f]+(?: M=\d+)? (.*) (\S*):(\d+) s=\d+(?:\(.*\))?\s*$", line)
-            if m:
-                cur = int(m.group(1))
-                locs[cur] = [(m.group(2), m.group(3), int(m.group(4)))]
-                continue
-            m = re.match(r"\s+(.*) (\S*):(\d+) s=\d+(?:\(.*\))?\s*$", line)  # an inlined line
-            if m and cur is not None:
-                locs[cur].append((m.group(1), m.group(2), int(m.group(3))))
-    return samples, locs
-
-
 rcv = Receiver()
 app = livelib.App(appdir, [], tmpdir=livelib.socket_dir(sb))
 pdir = sb.path("profiles")
@@ -171,7 +114,7 @@ try:
         c.true("push %d: sample_type_config names the types (%r)" % (i, cfg),
                "samples" in cfg and cfg["samples"].get("units") == "count")
         # the window's own files, by the time it was pushed
-        rc, out, err = go_raw(p["parts"].get("profile", b""), sb.path("p%d.pb.gz" % i))
+        rc, out, err = go_raw(p["parts"].get("profile", b""), sb.path("p%d.pb.gz" % i), sb.dir)
         c.eq("push %d: go tool pprof reads it (%s)" % (i, err.strip()[:300]), rc, 0)
         if rc:
             continue
