@@ -21,7 +21,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev
       libcurl4-openssl-dev zlib1g-dev libmspack-dev curl ca-certificates)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(clang lld llvm llvm-19 python3 cabextract util-linux nginx chromium golang-go)
+  pkgs+=(clang lld llvm llvm-19 python3 python3-yaml cabextract util-linux nginx chromium golang-go)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   pkgs+=(clang libclang-rt-14-dev)

@@ -53,7 +53,7 @@ run_tests() { # run_tests NAME: ctest, then the TMPDIR check; returns non-zero o
   # /health's latency under floods, timings the sanitizers distort, and it
   # runs alone (RUN_SERIAL), while the connection handling it drives runs
   # under ASan in test_http_hostile and test_attack_*.
-  [[ $b == asan ]] && skip=(-E '^it\.(test_docker|test_http_attack)$') && env=(PDBSYM_TEST_SWEEP=sample)
+  [[ $b == asan ]] && skip=(-E '^it\.(test_docker|test_compose|test_http_attack)$') && env=(PDBSYM_TEST_SWEEP=sample)
   rm -rf "$dir/skips"
   find "$dir/tmp" -mindepth 2 -maxdepth 2 -exec rm -rf {} + 2>/dev/null || true
   echo "=== $b tests ($dir)"
@@ -132,7 +132,7 @@ if ((!skipped && !optin)); then
   echo "=== nothing skipped"
 fi
 if [[ " ${builds} " == *" asan "* ]]; then
-  echo "=== the ASan run, by design: it.test_docker and it.test_http_attack run in the normal run only;"
+  echo "=== the ASan run, by design: it.test_docker, it.test_compose and it.test_http_attack run in the normal run only;"
   echo "    corpus sweeps sampled (PDBSYM_TEST_SWEEP=sample), in full in the normal run"
 fi
 echo "=== scripts/test.sh: $((SECONDS - t_start)) s in all"

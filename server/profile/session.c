@@ -545,7 +545,12 @@ ps_err prof_attach_target(const prof_options *o, ds_target *t, engine *e, prof_s
      * images: in the --pdb-dir folders, then the process's own files */
     to.image_dirs = s->opt.pdb_dirs;
     to.nimage_dirs = (size_t)s->opt.npdb_dirs;
-    to.image_prefix = s->root_ok ? s->root : NULL;
+    /* the process's files: through /proc/PID/root when it is reachable; a
+     * runtime that dialed the port lives in another namespace, so the path
+     * it names is tried as it is (a volume both mount at the same path, as
+     * docker/compose.yaml's /app), each image checked against the PDB id
+     * the runtime names for it */
+    to.image_prefix = s->root_ok ? s->root : s->t.via_port ? "" : NULL;
     err = trace_job_open(&to, &s->job, d);
   }
   if (!err) {

@@ -174,8 +174,12 @@ try:
         conf = conf.replace(old, new)
 
     sub("/var/cache/nginx/symbols", os.path.join(tmp, "nginx-cache"))
-    sub("listen 8080;", "listen 127.0.0.1:%d;" % nx_port)
-    sub("https://msdl.microsoft.com/download/symbols/", ss_url + "/")
+    sub("listen @PORT@;", "listen 127.0.0.1:%d;" % nx_port)
+    sub("@UPSTREAM@", ss_url)
+    sub("@RESOLVER@", "127.0.0.1")
+    sub("user www-data;\n", "")
+    sub("error_log stderr;\n", "")
+    sub("access_log off;\n", "")
     sub("http {", "http {\n  access_log %s/access.log;\n" % tmp + lb +
         "".join("  %s_temp_path %s/%s-temp;\n" % (k, tmp, k)
                 for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")))
