@@ -300,6 +300,27 @@ void prof_port_close(prof_port *p) {
 
 const char *prof_port_path(const prof_port *p) { return p->path; }
 
+/* (p->mu held) waits for a change, at most a second and not past
+ * deadline_ms; false when the port is stopping or the deadline has passed */
+static bool wait_a_while(prof_port *p, uint64_t deadline_ms) {
+  uint64_t now = ds_now_ms();
+  if (p->stopping || now >= deadline_ms)
+    return false;
+  uint64_t wait = deadline_ms - now;
+  if (wait > 1000)
+    wait = 1000;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(wait / 1000);
+  ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+  return true;
+}
+
 bool prof_port_next(prof_port *p, uint64_t deadline_ms, uint8_t cookie[16], uint64_t *pid) {
   pthread_mutex_lock(&p->mu);
   for (;;) {
@@ -313,21 +334,8 @@ bool prof_port_next(prof_port *p, uint64_t deadline_ms, uint8_t cookie[16], uint
         return true;
       }
     }
-    uint64_t now = ds_now_ms();
-    if (p->stopping || now >= deadline_ms)
+    if (!wait_a_while(p, deadline_ms))
       break;
-    uint64_t wait = deadline_ms - now;
-    if (wait > 1000)
-      wait = 1000;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(wait / 1000);
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
   }
   pthread_mutex_unlock(&p->mu);
   return false;
@@ -354,21 +362,8 @@ int prof_port_take(prof_port *p, const uint8_t cookie[16], uint64_t deadline_ms,
       pthread_mutex_unlock(&p->mu);
       return fd;
     }
-    uint64_t now = ds_now_ms();
-    if (p->stopping || now >= deadline_ms)
+    if (!wait_a_while(p, deadline_ms))
       break;
-    uint64_t wait = deadline_ms - now;
-    if (wait > 1000)
-      wait = 1000;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(wait / 1000);
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
   }
   pthread_mutex_unlock(&p->mu);
   ps_diag_set(d, PS_E_TIMEOUT, "diagnostic port", NOPOS,

@@ -15,13 +15,13 @@ import hashlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
 import harness
+from pdbsym_server import free_port  # noqa: F401 (the container tests take it from here)
 
 CACHE_ROOT = "/var/cache/pdbsym-container"
 skip = harness.skip
@@ -186,10 +186,3 @@ class Podman:
             raise RuntimeError("podman %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()[-1500:]))
         return r
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port

@@ -257,6 +257,15 @@ class Checks:
 
 # ---- helpers for the attack tests (test_attack_*.py)
 
+def free_port():
+    """A TCP port of 127.0.0.1 free now (for a server a test starts)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def threads_of(pid):
     """The process's thread count, from /proc/PID/status."""
     try:

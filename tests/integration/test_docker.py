@@ -19,11 +19,7 @@ folder; a missing prerequisite (not root, no Debian mirror, podman unable to
 run containers) is a skip, a failure under CI.
 
 The state folder (podman's storage and configuration, the debootstrapped
-base) is kept between runs in /var/cache/pdbsym-container/KEY, KEY a hash of
-docker/Dockerfile and docker/build.sh (the files the image is built from), so
-a later run debootstraps nothing and finds the build's layers cached; a
-folder of another key (an older recipe) is removed, so one is kept. Set
-CONTAINER_STATE to a folder of your own to use that instead. The run removes
+base) is kept between runs (containerlib.py says where and how). The run removes
 its container, volume and tag and unmounts every mount under the state folder
 (podman's overlay storage); nothing goes to /tmp. When the build fails, the
 first error line of its output is reported (not what a probe of Docker Hub

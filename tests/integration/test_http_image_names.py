@@ -35,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from pdbsym_server import Checks, Server, need_binary  # noqa: E402
+from pdbsym_server import Checks, Server, need_binary, free_port  # noqa: E402
 
 need_binary()
 root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -44,14 +44,6 @@ nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin
 if not nginx:
     harness.skip("nginx not installed (scripts/deps.sh --test installs it)")
 TTL = 3  # negative_missing_ttl: how long the image's absence is remembered
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def pe_ids(b):

@@ -30,7 +30,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from pdbsym_server import Checks, Server, need_binary  # noqa: E402
+from pdbsym_server import Checks, Server, need_binary, free_port  # noqa: E402
 from native_oracle import answer_ok, oracle_view, rows, sym_view  # noqa: E402,F401
 
 root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -46,14 +46,6 @@ if not nginx:
 for p in (os.path.join(native_dir, "MANIFEST.tsv"), symserver, nginx_conf):
     if not os.path.exists(p):
         harness.skip("%s absent" % p)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_port(port, proc, what, timeout=20):

@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from native_oracle import alt_for, answer_ok, manifest, rows, sym_view  # noqa: E402
-from pdbsym_server import Checks, Server  # noqa: E402
+from pdbsym_server import Checks, Server, free_port  # noqa: E402
 
 root = os.environ.get("PDBSYM_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 native_dir = os.path.join(root, "tests", "fixtures", "native")
@@ -35,14 +35,6 @@ nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin
 if not nginx:
     harness.skip("nginx not installed (scripts/deps.sh --test installs it)")
 NATIVE = ("cpp-x64-O2", "c-x86-O0")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def pe_ids(b):
