@@ -54,7 +54,6 @@ typedef struct {
   uint32_t map_first, map_count; /* entries[map_first, +map_count), native order */
   int32_t map_last_il;            /* the largest IL offset of the map */
   uint32_t seq;       /* load order: the last-loaded range wins */
-  bool r2r_tried;     /* the caller looked for its precompiled map (trace.c) */
 } ntc_method;
 
 typedef struct {

@@ -1389,9 +1389,9 @@ static void close_images(trace_job *j) {
 }
 
 /* a method whose code may be precompiled: not JIT-compiled (MethodFlags
- * 0x8), a MethodDef, no IL map from the trace, not looked for already */
+ * 0x8), a MethodDef, no IL map from the trace */
 static bool r2r_candidate(const ntc_method *m, uint32_t mi) {
-  return m->module == mi && !(m->flags & 0x8) && m->map_count == 0 && !m->r2r_tried &&
+  return m->module == mi && !(m->flags & 0x8) && m->map_count == 0 &&
          (m->token >> 24) == 0x06;
 }
 
@@ -1451,9 +1451,8 @@ static void r2r_maps(trace_job *j, uint32_t mi, const r2r_image *r, r2r_bound *b
   }
 }
 
-/* Gives the precompiled methods their maps, each method looked for once:
- * a live job calls this at every cut, and only the methods the code map has
- * gained since (a rundown's) open their module's image again. */
+/* Gives the precompiled methods their maps; a live job calls it at every
+ * cut (each module's image is opened once: module_image keeps it). */
 static void attach_r2r(trace_job *j) {
   if (!j->opt.nimage_dirs && !j->opt.nimage_roots && !j->opt.image_prefix)
     return;
@@ -1479,9 +1478,6 @@ static void attach_r2r(trace_job *j) {
         r2r_maps(j, mi, r, bounds, entries);
       }
     }
-    for (size_t i = 0; i < j->code.nmethods; i++) /* found or not: not again */
-      if (j->code.methods[i].module < nmod && want[j->code.methods[i].module])
-        j->code.methods[i].r2r_tried = true;
   }
   free(want);
   free(r);
