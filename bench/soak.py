@@ -963,7 +963,7 @@ def main():
         out = subprocess.run([BIN, "cache", "list"], env=e, capture_output=True, text=True).stdout
         for ln in out.splitlines():
             f = ln.split("\t")
-            if len(f) >= 6:
+            if len(f) >= 6 and f[3].isdigit():  # the header line's is "bytes"
                 stored[os.path.basename(os.path.dirname(f[5]))] = int(f[3])
         shutil.rmtree(stage)
         shutil.rmtree(os.path.join(tmp, "measure"))
