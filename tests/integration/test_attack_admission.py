@@ -48,11 +48,18 @@ def good_answer(j):
 
 
 def metric(srv, name):
+    return metrics(srv, name)[0]
+
+
+def metrics(srv, *names):
+    """The values of names in one reading of /metrics (None: absent)."""
     st, _, data = srv.request("GET", "/metrics")
+    got = {}
     for ln in data.decode().splitlines():
-        if ln.startswith(name + " "):
-            return float(ln.split()[1])
-    return None
+        parts = ln.split()
+        if len(parts) == 2 and parts[0] in names:
+            got[parts[0]] = float(parts[1])
+    return [got.get(n) for n in names]
 
 
 def client_load(srv, seconds, out):
@@ -190,7 +197,12 @@ try:
                 cut.append(s)
             socks.append(s)
         time.sleep(0.5)
-        held = metric(srv, "pdbsym_request_memory_bytes")
+        # what requests hold: the budget's reserved bytes less the freed
+        # buffers it keeps for the next requests (request_memory_keep: a
+        # refused request's buffer goes there, no address's any more)
+        held, kept = metrics(srv, "pdbsym_request_memory_bytes", "pdbsym_request_memory_kept_bytes")
+        if held is not None and kept is not None:
+            held -= kept
         for s in socks:
             s.settimeout(0.5)
             try:
