@@ -173,10 +173,10 @@ static entry *scan(prof_outdir *o, size_t *n) {
       continue;
     struct stat st;
     char path[1200];
-    snprintf(path, sizeof path, "%s/%s", o->dir, de->d_name);
-    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    int plen = snprintf(path, sizeof path, "%s/%s", o->dir, de->d_name);
+    if (plen < 0 || (size_t)plen >= sizeof path || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
       continue;
-    snprintf(e.name, sizeof e.name, "%s", de->d_name);
+    memcpy(e.name, de->d_name, strlen(de->d_name) + 1); /* shorter than e.name: checked above */
     e.bytes = (uint64_t)st.st_size;
     if (cnt == cap) {
       if (cap >= ((size_t)1 << 24)) /* a folder of millions: the oldest found are enough */
