@@ -107,16 +107,27 @@ def _sources_hash(src):
     return h.hexdigest()[:16]
 
 
-def _cached(name, src, tmp, make):
-    """What make(dst) builds from src, kept in the build folder (keyed by the
-    sources' hash) so that the live tests of one build share one dotnet
-    build; a lock keeps two tests from building it at once."""
-    bdir = os.environ.get("PDBSYM_BUILD_DIR")
-    if not bdir:
+def fixture_cache(kind):
+    """A folder for fixtures made once and shared, or None: in
+    PDBSYM_TEST_FIXTURE_CACHE (scripts/test.sh: one for both builds' tests), else
+    in the build folder (one build's tests); kind names the subfolder."""
+    base = os.environ.get("PDBSYM_TEST_FIXTURE_CACHE") or os.environ.get("PDBSYM_BUILD_DIR")
+    if not base:
+        return None
+    d = os.path.join(base, kind)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def cached(name, src, tmp, make):
+    """What make(dst) builds from src, kept (keyed by the sources' hash) so
+    that the live tests share one dotnet build (fixture_cache); a lock keeps
+    two tests from building it at once."""
+    cache = fixture_cache("live-dotnet")
+    if not cache:
         dst = os.path.join(tmp, name)
         make(dst)
         return dst
-    cache = os.path.join(bdir, "live-dotnet")
     os.makedirs(cache, exist_ok=True)
     dst = os.path.join(cache, "%s-%s" % (name, _sources_hash(src)))
     with open(os.path.join(cache, "lock"), "w") as lock:
@@ -129,11 +140,11 @@ def _cached(name, src, tmp, make):
 
 
 def build_app(tmp):
-    return _cached("app", LIVE_SRC, tmp, lambda dst: build(LIVE_SRC, dst, tmp, "LiveApp"))
+    return cached("app", LIVE_SRC, tmp, lambda dst: build(LIVE_SRC, dst, tmp, "LiveApp"))
 
 
 def build_oracle(tmp):
-    out = _cached("oracle", ORACLE_SRC, tmp, lambda dst: build(ORACLE_SRC, dst, tmp))
+    out = cached("oracle", ORACLE_SRC, tmp, lambda dst: build(ORACLE_SRC, dst, tmp))
     return os.path.join(out, "NetTraceOracle.dll")
 
 
@@ -146,7 +157,9 @@ class App:
         e["TMPDIR"] = tmpdir
         if env:
             e.update(env)
-        self.proc = subprocess.Popen([os.path.join(appdir, exe)] + list(args), env=e,
+        # --light: its busy threads sleep two thirds of the time (the tests run
+        # several apps beside other tests on two cores)
+        self.proc = subprocess.Popen([os.path.join(appdir, exe)] + list(args) + ["--light"], env=e,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      preexec_fn=preexec)
         import atexit

@@ -41,7 +41,7 @@ pdir = sb.path("profiles")
 def start_app(args, mode):
     e = livelib.dotnet_env(sb.dir)
     e["DOTNET_DiagnosticPorts"] = port + ("," + mode if mode else "")
-    p = subprocess.Popen([os.path.join(appdir, "LiveApp")] + list(args), env=e, stdout=subprocess.PIPE,
+    p = subprocess.Popen([os.path.join(appdir, "LiveApp")] + list(args) + ["--light"], env=e, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     return p
 
@@ -158,7 +158,7 @@ prof = sb.popen(["profile", "--listen", lport, "--window", "1s", "--duration", "
 wait_for("the CLI listens", lambda: os.path.exists(lport), timeout=10)
 e = livelib.dotnet_env(sb.dir)
 e["DOTNET_DiagnosticPorts"] = lport
-app = subprocess.Popen([os.path.join(appdir, "LiveApp"), "3"], env=e, stdout=subprocess.PIPE, text=True)
+app = subprocess.Popen([os.path.join(appdir, "LiveApp"), "3", "--light"], env=e, stdout=subprocess.PIPE, text=True)
 so, se = prof.communicate(timeout=120)
 app.wait(timeout=30)
 c.eq("--listen: exit status (%s)" % se.strip(), prof.returncode, 0)

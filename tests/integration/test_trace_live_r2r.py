@@ -23,6 +23,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clilib  # noqa: E402
 import harness  # noqa: E402
+import livelib  # noqa: E402
 from clilib import Checks, Sandbox  # noqa: E402
 from tracelib import FIX  # noqa: E402
 
@@ -35,22 +36,28 @@ sb = Sandbox("pdbsym-trace-live-")
 # the SDK's and the app's temporary files (NuGet's scratch folder, the
 # diagnostic socket) in the sandbox, which goes at the end
 env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1", TMPDIR=sb.dir)
-src = sb.path("src")
-shutil.copytree(os.path.join(FIX, "profile-src"), src)
-app = sb.path("app")
-p = subprocess.run(["dotnet", "publish", os.path.join(src, "App"), "-c", "Release", "-r", "linux-x64",
-                    "--self-contained", "-p:PublishReadyToRun=true", "-o", app, "-nologo", "-v", "q",
-                    "--disable-build-servers"],
-                   env=env, capture_output=True, text=True, timeout=900)
-if p.returncode != 0:
-    print(p.stdout[-2000:], p.stderr[-2000:])
-    harness.skip("dotnet publish failed (NuGet unreachable?): the runtime pack and crossgen2 come from NuGet")
+
+
+def publish(dst):
+    src = sb.path("src")
+    shutil.copytree(os.path.join(FIX, "profile-src"), src)
+    p = subprocess.run(["dotnet", "publish", os.path.join(src, "App"), "-c", "Release", "-r", "linux-x64",
+                        "--self-contained", "-p:PublishReadyToRun=true", "-o", dst, "-nologo", "-v", "q",
+                        "--disable-build-servers"],
+                       env=env, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        print(p.stdout[-2000:], p.stderr[-2000:])
+        harness.skip("dotnet publish failed (NuGet unreachable?): the runtime pack and crossgen2 come from NuGet")
+
+
+# published once for the run's tests (both builds': livelib.fixture_cache)
+app = livelib.cached("r2r-app", os.path.join(FIX, "profile-src"), sb.dir, publish)
 
 trace_path = sb.path("live.nettrace")
 run_env = dict(env, DOTNET_EnableEventPipe="1", DOTNET_EventPipeOutputPath=trace_path,
                DOTNET_EventPipeConfig="Microsoft-DotNETCore-SampleProfiler:0:5,Microsoft-Windows-DotNETRuntime:0x20018:5",
                DOTNET_TC_CallCountingDelayMs="0")
-p = subprocess.run([os.path.join(app, "App"), "60", "frames.jsonl"], cwd=app, env=run_env,
+p = subprocess.run([os.path.join(app, "App"), "60", sb.path("frames.jsonl")], cwd=sb.dir, env=run_env,
                    capture_output=True, text=True, timeout=300)
 c.eq("the app ran (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
 c.true("a trace was written", os.path.exists(trace_path))

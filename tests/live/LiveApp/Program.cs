@@ -8,6 +8,9 @@ namespace Live.App
     // until killed), printing "ready PID" once started.  With --mint it also
     // makes new methods every second (DynamicMethod, compiled Regex,
     // expression trees) and drops them, so the runtime unloads them.
+    // With --light its busy threads work a third of the time and sleep the
+    // rest (the tests run several apps at once beside other tests; the
+    // benchmarks leave it out).
     // LiveApp --bench SECONDS THREADS: a CPU-bound benchmark for
     // bench/run-profile-cost.sh: prints "ready PID", waits for a line on
     // stdin (the profiler attached), runs THREADS threads of the compute
@@ -20,8 +23,11 @@ namespace Live.App
         {
             if (args.Length > 0 && args[0] == "--bench")
                 return Bench(double.Parse(args[1], System.Globalization.CultureInfo.InvariantCulture), int.Parse(args[2]));
-            double seconds = args.Length > 0 ? double.Parse(args[0], System.Globalization.CultureInfo.InvariantCulture) : 0;
+            double seconds = 0;
+            if (args.Length > 0 && !args[0].StartsWith("--"))
+                seconds = double.Parse(args[0], System.Globalization.CultureInfo.InvariantCulture);
             bool mint = Array.IndexOf(args, "--mint") >= 0;
+            Workers.Light = Array.IndexOf(args, "--light") >= 0;
             var threads = new[]
             {
                 new Thread(Workers.Compute) { Name = "compute", IsBackground = true },

@@ -8,10 +8,20 @@ namespace Live.App
 {
     internal static class Workers
     {
+        public static bool Light;
+
         public static void Compute()
         {
+            var watch = System.Diagnostics.Stopwatch.StartNew();
             while (!Program.Stop)
+            {
                 Round();
+                if (Light && watch.ElapsedMilliseconds >= 4)
+                {
+                    Thread.Sleep(8); // a third of the time at work
+                    watch.Restart();
+                }
+            }
         }
 
         // one round of the compute workload (also bench/run-profile-cost.sh's unit)
@@ -55,7 +65,10 @@ namespace Live.App
             while (!Program.Stop)
             {
                 total += await Chain(3);
-                await Task.Yield();
+                if (Light)
+                    await Task.Delay(1);
+                else
+                    await Task.Yield();
             }
             GC.KeepAlive(total);
         }
