@@ -584,7 +584,8 @@ static void gen_v5(sbuf *b) {
 TEST(generated) {
   unsigned before = mismatches, before_ok = accepted;
   sbuf b = {0};
-  for (int i = 0; i < 6000; i++) {
+  int n = (int)test_sweep(6000, 2000);
+  for (int i = 0; i < n; i++) {
     if (i % 2)
       gen_v5(&b);
     else
@@ -593,8 +594,8 @@ TEST(generated) {
     check_mutations(b.p, b.n, (unsigned)test_sweep(4, 1));
   }
   free(b.p);
-  printf("  %u readings of generated bodies accepted\n", accepted - before_ok);
-  CHECK(accepted - before_ok > 3000);
+  printf("  %u readings of %d generated bodies accepted\n", accepted - before_ok, n);
+  CHECK(accepted - before_ok > (unsigned)n * 2 / 5); /* about half the bodies are valid */
   CHECK_EQ_U(mismatches, before);
 }
 
