@@ -9,12 +9,18 @@
 #   PDBSYM_TEST_CONTAINER=1    also build and run the container image (on when
 #                              CI=true; installs podman, buildah, runc, debootstrap)
 #
-# What runs at once, on a 2-core machine: each configuration is built once;
-# the ASan build compiles while the normal build's tests run (they wait on
-# servers and sockets much of the time), then the ASan tests run.  In the ASan
-# run, corpus sweeps that the normal run checks in full (same code, same
-# oracles) take a sample (PDBSYM_TEST_SWEEP=sample; tests/unit/test.h
-# test_sweep): the sanitizers see every path, not every input.
+# What runs at once, on a 2-core machine: each configuration is built once
+# (the ASan build at -O1 -g1, CMakeLists.txt), one after the other, using
+# every core; then ONE ctest runs both builds' tests (build-suite/, whose
+# CTestTestfile.cmake names both build folders; the ASan build's tests are
+# named asan.*), two more at a time than there are cores (tests wait on
+# servers, sockets and child processes much of the time), the longest first
+# (COST).  The ASan build's tests sample the corpus sweeps that the normal
+# build's check in full (PDBSYM_TEST_SWEEP_BUILD=sample, set by CMakeLists.txt;
+# tests/unit/test.h test_sweep): the sanitizers see every path, not every
+# input.  Fixtures both builds' tests make the same way (the .NET apps and
+# oracles of the live tests, the PDBs clang and lld-link make) are made once
+# per run, in build-fixtures/ (PDBSYM_TEST_FIXTURE_CACHE).
 #
 # Every test has a TMPDIR of its own (BUILD/tmp/TEST, CMakeLists.txt); a test
 # that leaves anything there fails the run, named.  Ends with the list of what
@@ -26,10 +32,9 @@ t_start=$SECONDS
 "$root/scripts/deps.sh" --test
 
 builds=${PDBSYM_TEST_BUILDS:-"normal asan"}
-jobs=$(($(nproc) + 1)) # tests wait on sockets and child processes: one more than the cores
+jobs=$(($(nproc) + 2)) # tests wait on sockets, deadlines and child processes: two more than the cores
 status=0
 dirs=()
-times=()
 declare -A dir_of args_of
 for b in $builds; do
   case $b in
@@ -39,63 +44,41 @@ for b in $builds; do
   esac
 done
 
-build() { # build NAME: configure and build, print the time
-  local t0=$SECONDS
+for b in $builds; do
+  t0=$SECONDS
   # shellcheck disable=SC2086
-  "$root/scripts/build.sh" "${dir_of[$1]}" ${args_of[$1]}
-  echo "=== $1 build: built in $((SECONDS - t0)) s"
-}
+  "$root/scripts/build.sh" "${dir_of[$b]}" ${args_of[$b]}
+  echo "=== $b build: built in $((SECONDS - t0)) s"
+  dirs+=("${dir_of[$b]}")
+done
 
-run_tests() { # run_tests NAME: ctest, then the TMPDIR check; returns non-zero on a failure
-  local b=$1 dir=${dir_of[$1]} t0=$SECONDS rc=0 skip=() env=()
-  # Left out of the ASan run, by design (listed at the end): the image test
-  # builds its own binary (once is enough); the attack suite's subject is
-  # /health's latency under floods, timings the sanitizers distort, and it
-  # runs alone (RUN_SERIAL), while the connection handling it drives runs
-  # under ASan in test_http_hostile and test_attack_*.
-  [[ $b == asan ]] && skip=(-E '^it\.(test_docker|test_compose|test_http_attack)$') && env=(PDBSYM_TEST_SWEEP=sample)
+# one ctest over both build folders
+suite="$root/build-suite"
+mkdir -p "$suite"
+{
+  echo "# written by scripts/test.sh: the tests of every build it made"
+  for dir in "${dirs[@]}"; do echo "subdirs(\"$dir\")"; done
+} >"$suite/CTestTestfile.cmake"
+for dir in "${dirs[@]}"; do
   rm -rf "$dir/skips"
   find "$dir/tmp" -mindepth 2 -maxdepth 2 -exec rm -rf {} + 2>/dev/null || true
-  echo "=== $b tests ($dir)"
-  (cd "$dir" && env "${env[@]}" ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}" \
-    UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
-    ctest --output-on-failure -j"$jobs" "${skip[@]}") || rc=1
-  local left
+done
+export PDBSYM_TEST_FIXTURE_CACHE="$root/build-fixtures"
+mkdir -p "$PDBSYM_TEST_FIXTURE_CACHE"
+t0=$SECONDS
+echo "=== tests ($builds: ${dirs[*]})"
+(cd "$suite" && ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}" \
+  UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+  ctest --output-on-failure -j"$jobs") || status=1
+for dir in "${dirs[@]}"; do
   left=$(find "$dir/tmp" -mindepth 2 -maxdepth 2 2>/dev/null | sed "s|^$dir/tmp/||" | sort)
   if [[ -n $left ]]; then
-    echo "=== $b: tests left files in their TMPDIR (BUILD/tmp/TEST):" >&2
+    echo "=== $(basename "$dir"): tests left files in their TMPDIR (BUILD/tmp/TEST):" >&2
     printf '  %s\n' $left >&2
-    rc=1
+    status=1
   fi
-  echo "=== $b tests: $((SECONDS - t0)) s"
-  return $rc
-}
-
-set -- $builds
-first=$1
-build "$first"
-dirs+=("${dir_of[$first]}")
-if (($# == 2)); then
-  second=$2
-  dirs+=("${dir_of[$second]}")
-  # the second configuration compiles (niced) while the first one's tests run
-  build_log=$(mktemp "${dir_of[$first]}/second-build.XXXXXX")
-  (nice -n 5 bash -c "$(declare -f build); $(declare -p dir_of args_of); root=$root; build $second" \
-     >"$build_log" 2>&1) &
-  build_pid=$!
-  run_tests "$first" || status=1
-  if ! wait "$build_pid"; then
-    cat "$build_log"
-    rm -f "$build_log"
-    echo "=== $second build failed" >&2
-    exit 1
-  fi
-  cat "$build_log"
-  rm -f "$build_log"
-  run_tests "$second" || status=1
-else
-  run_tests "$first" || status=1
-fi
+done
+echo "=== tests: $((SECONDS - t0)) s"
 
 # What did not run, and why: ctest's "100% tests passed" counts a skipped test
 # as passed and says nothing of a test that left out a part.
@@ -133,7 +116,7 @@ if ((!skipped && !optin)); then
 fi
 if [[ " ${builds} " == *" asan "* ]]; then
   echo "=== the ASan run, by design: it.test_docker, it.test_compose and it.test_http_attack run in the normal run only;"
-  echo "    corpus sweeps sampled (PDBSYM_TEST_SWEEP=sample), in full in the normal run"
+  echo "    corpus sweeps sampled (PDBSYM_TEST_SWEEP_BUILD=sample), in full in the normal run"
 fi
 echo "=== scripts/test.sh: $((SECONDS - t_start)) s in all"
 exit $status

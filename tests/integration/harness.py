@@ -90,9 +90,10 @@ def sweep(full, sample):
     """A corpus sweep's size: `sample` in scripts/test.sh's sanitizer run
     (PDBSYM_TEST_SWEEP=sample), where the normal run has checked every item
     with the same code and oracles; else `full` (tests/unit/test.h)."""
-    sampled = os.environ.get("PDBSYM_TEST_SWEEP") == "sample"
-    print("sweep: %s (PDBSYM_TEST_SWEEP=%s)" % ("sampled" if sampled else "full",
-                                                 os.environ.get("PDBSYM_TEST_SWEEP", "")))
+    # set by hand, it wins; else a sanitizer build's tests sample (CMakeLists.txt)
+    v = os.environ.get("PDBSYM_TEST_SWEEP") or os.environ.get("PDBSYM_TEST_SWEEP_BUILD", "")
+    sampled = v == "sample"
+    print("sweep: %s (PDBSYM_TEST_SWEEP=%s)" % ("sampled" if sampled else "full", v))
     return sample if sampled else full
 
 

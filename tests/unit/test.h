@@ -223,7 +223,9 @@ static inline int t_summary_at(const char *source) {
  * that ASan and UBSan see every path on a sample instead of every input;
  * otherwise `full`.  The choice is printed once. */
 static inline size_t test_sweep(size_t full, size_t sample) {
-  const char *v = getenv("PDBSYM_TEST_SWEEP");
+  const char *v = getenv("PDBSYM_TEST_SWEEP"); /* set by hand: wins */
+  if (!v || !*v)
+    v = getenv("PDBSYM_TEST_SWEEP_BUILD"); /* a sanitizer build's tests: sample (CMakeLists.txt) */
   bool sampled = v && strcmp(v, "sample") == 0;
   static bool said;
   if (!said) {
