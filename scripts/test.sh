@@ -4,6 +4,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer build, both with -Werror.
 #   scripts/test.sh            both builds
 #   PDBSYM_TEST_BUILDS=normal  only one (normal or asan)
+#   PDBSYM_TEST_JOBS=N         tests at once (default: the cores + 2)
 #   CI=true                    every skip is a failure (the corpus in
 #                              ../shared/corpus and every oracle tool must be there)
 #   PDBSYM_TEST_CONTAINER=1    also build and run the container image (on when
@@ -32,7 +33,8 @@ t_start=$SECONDS
 "$root/scripts/deps.sh" --test
 
 builds=${PDBSYM_TEST_BUILDS:-"normal asan"}
-jobs=$(($(nproc) + 2)) # tests wait on sockets, deadlines and child processes: two more than the cores
+# tests wait on sockets, deadlines and child processes: two more than the cores
+jobs=${PDBSYM_TEST_JOBS:-$(($(nproc) + 2))}
 status=0
 dirs=()
 declare -A dir_of args_of
