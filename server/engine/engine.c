@@ -202,6 +202,9 @@ struct engine {
   pthread_mutex_t probe_mu;
   char probe_error[200];
   uint64_t probe_next;     /* writer thread only */
+  /* the downloads' disk budget (refresh_disk_budget) */
+  pthread_mutex_t budget_mu;
+  uint64_t writing;        /* under budget_mu: the module the writer is storing */
 };
 
 uint64_t engine_now_ms(void) {
@@ -252,23 +255,41 @@ static uint64_t file_size(const char *path) {
 
 /* Downloads may hold what the cache's cap leaves beside the database, its
  * journals and shared-memory file, and beside the module being written
- * (writing: its bytes, set by the writer before it stores one); the cache in
- * turn counts the downloads in flight (their declared lengths) when it makes
- * room for a module (store_config.outside_bytes).  So the folder as a whole
- * stays under the cap but for the one module in flight.  Refreshed as each
- * job starts and around each write.  Returns the budget. */
-static uint64_t refresh_disk_budget_for(engine *e, uint64_t writing) {
+ * (e->writing: its bytes, set by the writer for the whole of its store); the
+ * cache in turn counts the downloads in flight that proved themselves when it
+ * makes room for a module (store_config.outside_bytes).  So the folder as a
+ * whole stays under the cap but for the one module in flight.  Refreshed as
+ * each job starts and around each write.  Every refresh counts the module
+ * being written, and one refresh at a time reads the folder and sets the
+ * budget (budget_mu): before, a job's start during a store gave the
+ * downloads that module's room (the writer's own refresh alone counted it),
+ * and a refresh that read the folder before a store and set the budget after
+ * the writer's brought back the larger budget of one module fewer; either
+ * way downloads took the room of a module stored meanwhile, and with the
+ * next module being written the folder held two modules over the cap (a
+ * loaded CI machine: 14 tables, 7 downloads and a table being written).
+ * Returns the budget. */
+static uint64_t refresh_disk_budget(engine *e) {
   if (!e->fetch)
     return 0;
   char shm[1100];
   snprintf(shm, sizeof shm, "%s-shm", e->db_path);
-  uint64_t used = store_files_bytes(e->cache_dir) + file_size(shm) + writing;
+  pthread_mutex_lock(&e->budget_mu);
+  uint64_t used = store_files_bytes(e->cache_dir) + file_size(shm) + e->writing;
   uint64_t left = used < e->cache_max ? e->cache_max - used : 0;
   fetch_set_disk_budget(e->fetch, left ? left : 1); /* 0 would mean "no budget" */
+  pthread_mutex_unlock(&e->budget_mu);
   return left;
 }
 
-static uint64_t refresh_disk_budget(engine *e) { return refresh_disk_budget_for(e, 0); }
+/* The writer stores a module of `bytes` (0: it is done, its table counted
+ * in the folder or gone); the budget follows. */
+static void disk_budget_writing(engine *e, uint64_t bytes) {
+  pthread_mutex_lock(&e->budget_mu);
+  e->writing = bytes;
+  pthread_mutex_unlock(&e->budget_mu);
+  refresh_disk_budget(e);
+}
 
 /* What the cache counts beside its database: the downloads in flight that
  * have proved to be what they claim (fetch_tmp_proved_bytes).  Bytes of a
@@ -323,6 +344,7 @@ ps_err engine_open(const engine_config *cfg, engine **out, ps_diag *diag) {
   pthread_mutex_init(&e->pq_mu, NULL);
   pthread_cond_init(&e->pq_cv, NULL);
   pthread_mutex_init(&e->probe_mu, NULL);
+  pthread_mutex_init(&e->budget_mu, NULL);
   e->pq_max = cfg->persist_queue > 0 ? (size_t)cfg->persist_queue : ENGINE_DEFAULT_PERSIST_QUEUE;
   e->pq_max_bytes = cfg->persist_queue_bytes ? cfg->persist_queue_bytes
                                              : ENGINE_DEFAULT_PERSIST_BYTES;
@@ -546,6 +568,7 @@ void engine_close_within(engine *e, uint64_t budget_ms) {
   pthread_mutex_destroy(&e->pq_mu);
   pthread_cond_destroy(&e->pq_cv);
   pthread_mutex_destroy(&e->probe_mu);
+  pthread_mutex_destroy(&e->budget_mu);
   free(e->hash);
   free(e->fails);
   free(e->workers);
@@ -972,7 +995,7 @@ static void *writer_main(void *arg) {
     log_end(&l);
     ps_diag d;
     ps_diag_clear(&d);
-    refresh_disk_budget_for(e, it->bytes); /* downloads from now on leave it room */
+    disk_budget_writing(e, it->bytes); /* downloads from now on leave it room */
     ps_err rc = store_save(e->store, &it->ent, &d);
     store_release(e->store, &it->ent);
     if (rc != PS_E_OK)
@@ -988,7 +1011,7 @@ static void *writer_main(void *arg) {
       log_num(&l, "seconds", (double)(engine_now_ms() - t0) / 1000.0);
       log_end(&l);
     }
-    refresh_disk_budget(e);
+    disk_budget_writing(e, 0);
 
     pthread_mutex_lock(&e->pq_mu);
     e->pq_n--;
@@ -1258,7 +1281,7 @@ static void job_step(engine *e, job *j) {
         return;
       }
       if (st == FETCH_FOUND && j->pdb.st) {
-        unlink(res.path);
+        fetch_result_done(e->fetch, &res);
         j->format = res.format;
         snprintf(j->source, sizeof j->source, "%.*s", (int)sizeof j->source - 1, res.source);
         if (j->pdb.st->ident.managed && image_worth_a_look(e, &j->m, false)) {
@@ -1274,7 +1297,7 @@ static void job_step(engine *e, job *j) {
         break;
       }
       if (st == FETCH_FOUND) /* accepted without a table: cannot happen */
-        unlink(res.path);
+        fetch_result_done(e->fetch, &res);
       if (st == FETCH_NOT_FOUND && !j->pdb.malformed && j->m.format != ST_FORMAT_WINDOWS &&
           image_worth_a_look(e, &j->m, true) && embedded_start(e, j, &d))
         break; /* no source has the PDB: it may be embedded in the image */
@@ -1304,7 +1327,7 @@ static void job_step(engine *e, job *j) {
       fetch_op_free(j->op);
       j->op = NULL;
       if (st == FETCH_FOUND)
-        unlink(res.path);
+        fetch_result_done(e->fetch, &res);
       if (!j->img.named)
         image_unnamed(e, j, st, &d);
       else
@@ -1330,7 +1353,7 @@ static void job_step(engine *e, job *j) {
       fetch_op_free(j->op);
       j->op = NULL;
       if (st == FETCH_FOUND)
-        unlink(res.path);
+        fetch_result_done(e->fetch, &res);
       if (st == FETCH_FOUND && j->img.st) {
         j->pdb.st = j->img.st;
         j->img.st = NULL;

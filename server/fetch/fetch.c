@@ -801,6 +801,22 @@ static void tmp_drop(fetcher *f, tmpfile_t *t) {
   t->proved = false;
 }
 
+/* res's file no longer counts as a download. */
+static void result_uncount(fetcher *f, fetch_result *res) {
+  budget_give(f, res->bytes);
+  if (res->proved)
+    atomic_fetch_sub(&f->proved_bytes, res->bytes);
+  res->bytes = 0;
+  res->proved = false;
+}
+
+void fetch_result_done(fetcher *f, fetch_result *res) {
+  if (res->path[0])
+    unlink(res->path);
+  res->path[0] = '\0';
+  result_uncount(f, res);
+}
+
 static bool tmp_rewind(fetcher *f, tmpfile_t *t) {
   tmp_uncount(f, t);
   t->proved = false;
@@ -2517,6 +2533,14 @@ static bool consider(fetch_op *op, cand *c, fetch_verify_fn verify, void *vctx,
     op_note(op, &d, 2);
     return false;
   }
+  /* the file stays counted under its new name until the caller is done with
+   * it (fetch_result_done): uncounted here, it was on disk beside the
+   * downloads that took its room meanwhile (the caller unlinks it after
+   * fetch_op_step returns and fetch_op_free) */
+  res->bytes = c->t.bytes;
+  res->proved = c->t.proved;
+  c->t.bytes = 0;
+  c->t.proved = false;
   tmp_drop(f, &c->t);
   snprintf(res->path, sizeof res->path, "%.*s", (int)sizeof res->path - 1, final);
   snprintf(res->source, sizeof res->source, "%s", c->where);
@@ -2725,6 +2749,8 @@ fetch_status fetch_op_step(fetch_op *op, fetch_verify_fn verify, void *vctx, fet
   fetcher *f = op->f;
   res->path[0] = res->source[0] = '\0';
   res->format = ST_FORMAT_UNKNOWN;
+  res->bytes = 0;
+  res->proved = false;
   if (!op->local_done) {
     op->local_done = true;
     for (size_t s = 0; s < f->nsrc; s++) {
@@ -2846,10 +2872,11 @@ static fetch_status run_sync(fetcher *f, const module_id *m, bool image, st_form
   pthread_cond_destroy(&w.cv);
   if (st == FETCH_FOUND) {
     if (strlen(res.path) >= path_cap) {
-      unlink(res.path);
+      fetch_result_done(f, &res);
       ps_diag_set(diag, PS_E_INVALID, "fetch", (size_t)-1, "path buffer too small");
       return FETCH_ERROR;
     }
+    result_uncount(f, &res); /* the caller's file from now on */
     snprintf(path_out, path_cap, "%s", res.path);
     if (source_out && source_cap)
       snprintf(source_out, source_cap, "%s", res.source);

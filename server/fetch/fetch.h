@@ -130,10 +130,16 @@ fetch_op *fetch_op_new(fetcher *f, const module_id *m, bool image, st_format fmt
                        fetch_wake_fn wake, void *wake_ctx, ps_diag *diag);
 
 typedef struct {
-  char path[1024];       /* the accepted file: the caller owns (and unlinks) it */
+  char path[1024];       /* the accepted file: the caller owns it (fetch_result_done) */
   char source[1024];     /* URL or path it came from */
   st_format format;      /* the key it was found under */
+  uint64_t bytes;        /* of the file: counted as a download until fetch_result_done */
+  bool proved;
 } fetch_result;
+
+/* The caller is done with res's file (after FETCH_FOUND): it is unlinked, and
+ * its bytes no longer count against the disk budget (nor as proved). */
+void fetch_result_done(fetcher *f, fetch_result *res);
 
 /* The lane of the op's probes in every source's queue (0, the default: the
  * common lane).  Lanes are served round-robin, so the lookups of one owner
