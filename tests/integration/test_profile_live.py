@@ -124,7 +124,13 @@ app = livelib.App(appdir, [], tmpdir=apptmp)
 out = sb.path("killed")
 p = sb.popen(["profile", "--pid", str(app.pid), "--out", out, "--window", "3s"],
              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-time.sleep(4.5)
+# killed 1.5 s into the second window: after the first is written (the
+# attach and its rundown take seconds more on a loaded machine than on an
+# idle one, so a fixed sleep could kill it in the first)
+deadline = time.time() + 60
+while not livelib.window_files(out) and time.time() < deadline and p.poll() is None:
+    time.sleep(0.1)
+time.sleep(1.5)
 os.kill(app.pid, signal.SIGKILL)
 so, se = p.communicate(timeout=60)
 app.stop()
