@@ -66,6 +66,7 @@ for dir in "${dirs[@]}"; do
   find "$dir/tmp" -mindepth 2 -maxdepth 2 -exec rm -rf {} + 2>/dev/null || true
 done
 export PDBSYM_TEST_FIXTURE_CACHE="$root/build-fixtures"
+rm -rf "$PDBSYM_TEST_FIXTURE_CACHE" # made once per run: nothing kept from an earlier run's sources
 mkdir -p "$PDBSYM_TEST_FIXTURE_CACHE"
 t0=$SECONDS
 echo "=== tests ($builds: ${dirs[*]})"
