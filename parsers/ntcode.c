@@ -30,7 +30,6 @@ void ntc_free(ntc_table *t) {
   release(t, t->maps, t->cmaps * sizeof *t->maps);
   release(t, t->entries, t->centries * sizeof *t->entries);
   release(t, t->seen, t->seen_cap * sizeof *t->seen);
-  release(t, t->dead, t->cdead * sizeof *t->dead);
   memset(t, 0, sizeof *t);
 }
 
@@ -500,7 +499,7 @@ static void honest_range(const ntc_table *t, const ntc_method *m, ntc_answer *ou
       out->il_end = e[k].il;
 }
 
-bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
+static bool lookup(const ntc_table *t, uint64_t ip, bool leaf, bool with_dead, ntc_answer *out) {
   memset(out, 0, sizeof *out);
   out->il = -1;
   out->il_end = -1;
@@ -520,7 +519,8 @@ bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
   const ntc_method *best = NULL;
   for (size_t i = lo, steps = 0; i > 0 && steps < 16; i--, steps++) {
     const ntc_method *m = &t->methods[i - 1];
-    if (ip - m->start < (uint64_t)m->size && (!best || m->seq > best->seq))
+    if ((with_dead || !m->dead) && ip - m->start < (uint64_t)m->size &&
+        (!best || m->seq > best->seq))
       best = m;
   }
   if (!best)
@@ -532,6 +532,14 @@ bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
   out->il = ntc_il_for_native(t, best, out->native_offset, &out->mapping);
   honest_range(t, best, out);
   return true;
+}
+
+bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
+  return lookup(t, ip, leaf, false, out);
+}
+
+bool ntc_lookup_any(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out) {
+  return lookup(t, ip, leaf, true, out);
 }
 
 /* ---- maps from elsewhere (ReadyToRun images) ---- */
@@ -563,32 +571,23 @@ bool ntc_attach_map(ntc_table *t, size_t i, const ntc_entry *e, uint32_t n) {
 /* ---- a live code map: unloads, purges, merges ---- */
 
 bool ntc_note_unload(ntc_table *t, const nt_method_load *m) {
-  if (!grow(t, (void **)&t->dead, &t->cdead, t->ndead + 1, sizeof *t->dead))
-    return false;
-  t->dead[t->ndead].method_id = m->method_id;
-  t->dead[t->ndead].start = m->start;
-  t->ndead++;
-  return true;
-}
-
-static int cmp_dead(const void *a, const void *b) {
-  const struct ntc_dead *x = a, *y = b;
-  if (x->method_id != y->method_id)
-    return x->method_id < y->method_id ? -1 : 1;
-  return x->start < y->start ? -1 : x->start > y->start;
-}
-
-static bool is_dead(const ntc_table *t, const ntc_method *m) {
-  size_t lo = 0, hi = t->ndead;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    const struct ntc_dead *x = &t->dead[mid];
-    if (x->method_id < m->method_id || (x->method_id == m->method_id && x->start < m->start))
-      lo = mid + 1;
-    else
-      hi = mid;
+  char nm[4096];
+  nt_u16_to_utf8(m->name, nm, sizeof nm);
+  /* the body it names: the last loaded one alive with its MethodID, start and
+   * name (a MethodDesc and its code memory can both be reused by the next
+   * method: the name tells the two apart) */
+  ntc_method *body = NULL;
+  for (size_t i = 0; i < t->nmethods; i++) {
+    ntc_method *b = &t->methods[i];
+    if (!b->dead && b->method_id == m->method_id && b->start == m->start &&
+        strcmp(ntc_s(t, b->name), nm) == 0 && (!body || b->seq > body->seq))
+      body = b;
   }
-  return lo < t->ndead && t->dead[lo].method_id == m->method_id && t->dead[lo].start == m->start;
+  if (body) {
+    body->dead = true;
+    t->ndead++;
+  }
+  return true;
 }
 
 /* s into the new string arena ns (of *len, capacity cap), returning its offset */
@@ -608,13 +607,11 @@ ps_err ntc_purge(ntc_table *t) {
     return t->err;
   if (!t->finished)
     return t->err = PS_E_INVALID;
-  if (t->ndead > 1)
-    qsort(t->dead, t->ndead, sizeof *t->dead, cmp_dead);
   /* what stays: its strings and entries, counted before allocating */
   size_t keep = 0, nentries = 0, slen = 1;
   for (size_t i = 0; i < t->nmethods; i++) {
     const ntc_method *m = &t->methods[i];
-    if (t->ndead && is_dead(t, m))
+    if (m->dead)
       continue;
     keep++;
     if (m->map_first != NTC_NONE)
@@ -644,7 +641,7 @@ ps_err ntc_purge(ntc_table *t) {
   }
   for (size_t i = 0; i < t->nmethods; i++) {
     ntc_method m = t->methods[i];
-    if (t->ndead && is_dead(t, &m)) {
+    if (m.dead) {
       t->purged++;
       continue;
     }
@@ -667,7 +664,7 @@ ps_err ntc_purge(ntc_table *t) {
   t->entries = ne;
   t->nentries = en;
   t->centries = nentries ? nentries : 1;
-  /* the maps were consumed by ntc_finish; the dead list is done with */
+  /* the maps were consumed by ntc_finish; the dead bodies are gone */
   t->nmaps = 0;
   t->ndead = 0;
   /* the set of bodies seen: only those kept (the maps' are forgotten, so a

@@ -54,6 +54,8 @@ typedef struct {
   uint32_t map_first, map_count; /* entries[map_first, +map_count), native order */
   int32_t map_last_il;            /* the largest IL offset of the map */
   uint32_t seq;       /* load order: the last-loaded range wins */
+  bool dead;          /* unloaded (ntc_note_unload): no sample after it is its, and
+                         ntc_purge drops it */
 } ntc_method;
 
 typedef struct {
@@ -87,9 +89,8 @@ typedef struct {
   uint64_t *seen;
   size_t nseen, seen_cap;
   uint64_t duplicates;
-  /* methods the runtime unloaded (MethodUnloadVerbose), dropped by ntc_purge */
-  struct ntc_dead { uint64_t method_id, start; } *dead;
-  size_t ndead, cdead;
+  /* bodies the runtime unloaded (MethodUnloadVerbose, marked dead), dropped by ntc_purge */
+  size_t ndead;
   uint64_t purged;    /* method bodies dropped by ntc_purge, in all */
   ps_err err; /* sticky */
   bool finished;
@@ -113,9 +114,12 @@ ps_err ntc_finish(ntc_table *t);
  * A live profile's code map lives as long as the process it watches, so it
  * must not keep what the process dropped (pdbsym profile, engine/trace.c):
  *
- *   ntc_note_unload  a MethodUnloadVerbose: the body (MethodID, start) is
- *                    dropped at the next ntc_purge (samples taken before the
- *                    unload are named first, by the caller)
+ *   ntc_note_unload  a MethodUnloadVerbose: the body it names (MethodID,
+ *                    start and name; the last loaded such body) is dead:
+ *                    ntc_lookup passes over it (a sample after the unload is
+ *                    not its, even at an address no later load covers yet)
+ *                    and the next ntc_purge drops it (samples taken before
+ *                    the unload are named first, by the caller)
  *   ntc_purge        (finished tables only) drops the unloaded bodies and
  *                    rebuilds the arrays, the strings and the set of bodies
  *                    seen from what is left, so the table's bytes follow the
@@ -160,8 +164,11 @@ typedef struct {
  * trace's own maps; false (t->err) when the budget is exhausted. */
 bool ntc_attach_map(ntc_table *t, size_t i, const ntc_entry *e, uint32_t n);
 
-/* leaf: the innermost frame of its stack (its IP is not a return address). */
+/* leaf: the innermost frame of its stack (its IP is not a return address).
+ * ntc_lookup passes over dead bodies (ntc_note_unload); ntc_lookup_any does
+ * not (a callee sampled before its unload, in the same window). */
 bool ntc_lookup(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out);
+bool ntc_lookup_any(const ntc_table *t, uint64_t ip, bool leaf, ntc_answer *out);
 
 /* The runtime's rule over one method's entries (exposed for tests). */
 int32_t ntc_il_for_native(const ntc_table *t, const ntc_method *m, uint32_t native,

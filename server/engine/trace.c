@@ -1536,7 +1536,7 @@ static bool call_site(trace_job *j, const tj_addr *a, const ntc_method *m, const
     return false;
   const tj_addr *c = &j->addrs[a->callee];
   ntc_answer ca;
-  if (!ntc_lookup(&j->code, c->ip, c->leaf, &ca))
+  if (!ntc_lookup_any(&j->code, c->ip, c->leaf, &ca)) /* it may have been unloaded since */
     return false;
   tj_image *img = module_image(j, m->module);
   if (!img || !img->has_md)
@@ -1782,6 +1782,20 @@ const char *trace_job_warning(const trace_job *j, size_t i) {
 
 bool trace_job_useless(const trace_job *j) { return j->finished && j->useless; }
 
+/* m, the body the code map gives for an address in the range of the method
+ * ml unloads, was loaded after that method (which the map holds): the address
+ * is m's.  The unload reached the stream late, after m's load and samples
+ * (another thread's buffer); an address of a method loaded before the trace
+ * began, or one the map lacks, is left to the unload's own name. */
+static bool later_body(const trace_job *j, const nt_method_load *ml, const ntc_method *m) {
+  for (size_t i = 0; i < j->code.nmethods; i++) {
+    const ntc_method *b = &j->code.methods[i];
+    if (!b->dead && b->method_id == ml->method_id && b->start == ml->start && b->seq < m->seq)
+      return true;
+  }
+  return false;
+}
+
 /* A method is unloaded: the window's addresses in its range are its (it was
  * the code there since its load, and an earlier method's were frozen at that
  * one's unload), so they are named now, before the range can hold another
@@ -1805,7 +1819,8 @@ static ps_err freeze_range(trace_job *j, const nt_method_load *ml, ps_diag *d) {
       continue;
     char part[2048];
     ntc_answer ans;
-    if (have_map && ntc_lookup(&j->code, a->ip, a->leaf, &ans) && ans.method->start == lo) {
+    if (have_map && ntc_lookup(&j->code, a->ip, a->leaf, &ans) &&
+        (ans.method->start == lo || later_body(j, ml, ans.method))) {
       const ntc_method *m = ans.method;
       method_part(ntc_s(&j->code, m->ns), ntc_s(&j->code, m->name),
                   ntc_s(&j->code, m->signature), part, sizeof part);

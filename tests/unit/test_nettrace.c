@@ -792,10 +792,83 @@ TEST(no_machine_paths) {
   CHECK_EQ_U(checked, 16);
 }
 
+/* A body's name as a payload's UTF-16LE string (ASCII only) */
+static nt_u16 u16_of(const char *s, uint8_t *buf, size_t cap) {
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n && 2 * i + 1 < cap; i++) {
+    buf[2 * i] = (uint8_t)s[i];
+    buf[2 * i + 1] = 0;
+  }
+  return (nt_u16){buf, n};
+}
+
+static nt_method_load body(uint64_t id, uint64_t start, uint32_t size, const char *name,
+                           uint8_t *buf, size_t cap) {
+  nt_method_load ml;
+  memset(&ml, 0, sizeof ml);
+  ml.method_id = id;
+  ml.start = start;
+  ml.size = size;
+  ml.token = 0x06000001;
+  ml.name = u16_of(name, buf, cap);
+  return ml;
+}
+
+static const char *named_at(const ntc_table *t, uint64_t ip) {
+  ntc_answer a;
+  return ntc_lookup(t, ip, true, &a) ? ntc_s(t, a.method->name) : "(none)";
+}
+
+/* A live code map's unloads (pdbsym profile): a body the runtime unloaded
+ * names no sample after it, even where no later body covers the address yet
+ * (another thread's buffer, with the next method's load, may reach the
+ * stream after the cut); the next body at the same MethodDesc and address is
+ * told apart by its name; the purge drops the unloaded body only. */
+TEST(unloaded_bodies) {
+  ps_budget budget;
+  ps_budget_init(&budget, (size_t)16 << 20);
+  ntc_table t;
+  ntc_init(&t, &budget);
+  uint8_t b1[64], b2[64], b3[64];
+  nt_method_load r6 = body(0x100, 0x5000, 0x200, "Regex6_Scan", b1, sizeof b1);
+  nt_method_load r7 = body(0x100, 0x5000, 0x200, "Regex7_Scan", b2, sizeof b2);
+  nt_method_load r8 = body(0x200, 0x4f00, 0x400, "Regex8_Scan", b3, sizeof b3);
+  CHECK(ntc_add_method(&t, &r6));
+  CHECK_EQ_U(ntc_finish(&t), PS_E_OK);
+  CHECK_EQ_S(named_at(&t, 0x5010), "Regex6_Scan");
+  /* unloaded: its range names nothing until another body is loaded there */
+  CHECK(ntc_note_unload(&t, &r6));
+  CHECK_EQ_S(named_at(&t, 0x5010), "(none)");
+  CHECK(ntc_lookup_any(&t, 0x5010, true, &(ntc_answer){0}));
+  /* the same MethodDesc and code address, another method */
+  CHECK(ntc_add_method(&t, &r7));
+  CHECK_EQ_U(ntc_finish(&t), PS_E_OK);
+  CHECK_EQ_S(named_at(&t, 0x5010), "Regex7_Scan");
+  /* the purge drops Regex6 only */
+  CHECK_EQ_U(ntc_purge(&t), PS_E_OK);
+  CHECK_EQ_U(t.nmethods, 1);
+  CHECK_EQ_U(t.purged, 1);
+  CHECK_EQ_S(named_at(&t, 0x5010), "Regex7_Scan");
+  /* an unload naming a body the map lacks marks nothing */
+  CHECK(ntc_note_unload(&t, &r8));
+  CHECK_EQ_U(t.ndead, 0);
+  /* a larger body over the same memory, loaded after Regex7's unload */
+  CHECK(ntc_note_unload(&t, &r7));
+  CHECK(ntc_add_method(&t, &r8));
+  CHECK_EQ_U(ntc_finish(&t), PS_E_OK);
+  CHECK_EQ_S(named_at(&t, 0x5010), "Regex8_Scan");
+  CHECK_EQ_S(named_at(&t, 0x4f10), "Regex8_Scan");
+  CHECK_EQ_U(ntc_purge(&t), PS_E_OK);
+  CHECK_EQ_U(t.nmethods, 1);
+  CHECK_EQ_S(named_at(&t, 0x5010), "Regex8_Scan");
+  ntc_free(&t);
+}
+
 int main(void) {
   RUN(fixtures_match_traceevent);
   RUN(no_machine_paths);
   RUN(truncated_and_garbled);
   RUN(v6_blocks);
+  RUN(unloaded_bodies);
   return test_summary();
 }
