@@ -2,7 +2,8 @@
  * test_fetch_server.c - the fetch_pdb API against tests/symserver.py: the
  * verify callback (a mismatch moves on to the next source), remembered
  * variants and tiers (fewer requests on the next module), the per-source
- * parallel limit, and temporary files.  Skipped (77) without python3.
+ * parallel limit, and temporary files (a file handed over counts against the
+ * disk budget until fetch_result_done).  Skipped (77) without python3.
  */
 #include <curl/curl.h>
 #include <dirent.h>
@@ -335,6 +336,80 @@ TEST(parallel_limit) {
   CHECK_EQ_U(files_in(tmpd), 0);
 }
 
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool woken;
+} waker;
+
+static void wake_cb(void *ctx) {
+  waker *w = ctx;
+  pthread_mutex_lock(&w->mu);
+  w->woken = true;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* A file handed over (FETCH_FOUND) stays on disk until the caller is done
+ * with it, and counts as a download (against the disk budget, and as proved:
+ * the cache evicts for it) until fetch_result_done removes it.  Before, it
+ * was uncounted at the handover: downloads took its room while the worker
+ * still parsed it, and the cache folder passed its cap (test_cache_folder_cap
+ * on a loaded machine). */
+TEST(handed_over_file_counts) {
+  reset();
+  static const char body[] = "held pdb";
+  const uint64_t len = sizeof body - 1;
+  write_file("c/held.pdb/3773E3530B2E493882ECA7324B16C2D91/held.pdb", body, len);
+  char sp[600];
+  snprintf(sp, sizeof sp, "srv*%s/c", base_url);
+  fetcher *f = open_fetcher(sp, 0);
+  if (!f)
+    return;
+  module_id m;
+  module(&m, "held.pdb", 1);
+  waker w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+  ps_diag d;
+  ps_diag_clear(&d);
+  fetch_op *op = fetch_op_new(f, &m, false, ST_FORMAT_WINDOWS, wake_cb, &w, &d);
+  CHECK(op != NULL);
+  if (!op) {
+    fetch_close(f);
+    return;
+  }
+  fetch_result res;
+  fetch_status st = FETCH_PENDING;
+  for (int i = 0; i < 100 && st == FETCH_PENDING; i++) {
+    st = fetch_op_step(op, verify_content, (void *)body, &res, &d);
+    if (st != FETCH_PENDING)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_mutex_lock(&w.mu);
+    while (!w.woken && pthread_cond_timedwait(&w.cv, &w.mu, &ts) == 0)
+      ;
+    w.woken = false;
+    pthread_mutex_unlock(&w.mu);
+  }
+  CHECK_EQ_U(st, FETCH_FOUND);
+  fetch_op_free(op);
+  if (st == FETCH_FOUND) {
+    struct stat sb;
+    CHECK(stat(res.path, &sb) == 0 && (uint64_t)sb.st_size == len);
+    CHECK_EQ_U(fetch_tmp_bytes(f), len);
+    CHECK_EQ_U(fetch_tmp_proved_bytes(f), len);
+    char path[sizeof res.path];
+    snprintf(path, sizeof path, "%s", res.path);
+    fetch_result_done(f, &res);
+    CHECK(stat(path, &sb) != 0);
+  }
+  CHECK_EQ_U(fetch_tmp_bytes(f), 0);
+  CHECK_EQ_U(fetch_tmp_proved_bytes(f), 0);
+  fetch_close(f);
+  CHECK_EQ_U(files_in(tmpd), 0);
+}
+
 int main(void) {
   if (system("python3 -c 'import http.server' >/dev/null 2>&1") != 0) {
     return test_skip_all("python3 not available (it runs tests/symserver.py)");
@@ -352,6 +427,7 @@ int main(void) {
   RUN(verify_mismatch_next_source);
   RUN(remembered_variant);
   RUN(parallel_limit);
+  RUN(handed_over_file_counts);
   stop_server();
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
