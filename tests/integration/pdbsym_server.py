@@ -92,13 +92,19 @@ class Server:
         we read: a last line without its newline is not complete yet and is
         left for the next call."""
         out = []
-        with open(self.log_path) as f:
-            for line in f:
+        with open(self.log_path, errors="replace") as f:
+            for n, line in enumerate(f, 1):
                 if not line.endswith("\n"):
                     break
                 line = line.strip()
-                if line:
+                if not line:
+                    continue
+                try:
                     out.append(json.loads(line))
+                except ValueError:
+                    # every line on pdbsym's stderr is one JSON object (api.md, "Logs"):
+                    # one that is not is a finding, shown whole
+                    raise AssertionError("pdbsym serve's log line %d is not JSON: %r" % (n, line[:2000]))
         return out
 
     def request(self, method, path, body=None, headers=None, timeout=30):
