@@ -169,8 +169,14 @@ class GenPdb:
 
 def symbolize(exe, rvas):
     """llvm-symbolizer 19's function names for RVAs of exe (innermost first)."""
+    return symbolize_pairs([(exe, r) for r in rvas])
+
+
+def symbolize_pairs(pairs):
+    """llvm-symbolizer 19's function names for (exe, RVA) pairs (innermost
+    first), one process for them all (it loads each module once)."""
     tool = _tool("llvm-symbolizer")
-    inp = "".join("CODE %s 0x%x\n" % (exe, r) for r in rvas)
+    inp = "".join("CODE %s 0x%x\n" % (exe, r) for exe, r in pairs)
     out = subprocess.run([tool, "--relative-address", "--functions=linkage"], input=inp,
                          capture_output=True, text=True, check=True).stdout
     names, cur = [], []

@@ -86,15 +86,22 @@ def opt_in(why):
     sys.exit(1 if _failed_checks else 77)
 
 
-def sweep(full, sample):
-    """A corpus sweep's size: `sample` in scripts/test.sh's sanitizer run
-    (PDBSYM_TEST_SWEEP=sample), where the normal run has checked every item
-    with the same code and oracles; else `full` (tests/unit/test.h)."""
+def sampled():
+    """True in scripts/test.sh's sanitizer run (PDBSYM_TEST_SWEEP=sample),
+    where the normal run checks every item with the same code and oracles."""
     # set by hand, it wins; else a sanitizer build's tests sample (CMakeLists.txt)
     v = os.environ.get("PDBSYM_TEST_SWEEP") or os.environ.get("PDBSYM_TEST_SWEEP_BUILD", "")
-    sampled = v == "sample"
-    print("sweep: %s (PDBSYM_TEST_SWEEP=%s)" % ("sampled" if sampled else "full", v))
-    return sample if sampled else full
+    return v == "sample"
+
+
+def sweep(full, sample):
+    """A corpus sweep's size: `sample` in scripts/test.sh's sanitizer run
+    (sampled() above); else `full` (tests/unit/test.h)."""
+    s = sampled()
+    print("sweep: %s (PDBSYM_TEST_SWEEP=%s)" % ("sampled" if s else "full",
+                                                os.environ.get("PDBSYM_TEST_SWEEP") or
+                                                os.environ.get("PDBSYM_TEST_SWEEP_BUILD", "")))
+    return sample if s else full
 
 
 def status(code):

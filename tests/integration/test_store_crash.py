@@ -21,7 +21,12 @@ import sys
 import tempfile
 import time
 
-RUNS = int(os.environ.get("PDBSYM_CRASH_RUNS", "30"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+# 30 kills; 12 in the sanitizer run (PDBSYM_TEST_SWEEP=sample), which looks
+# for memory errors in the ingest the kills interrupt, not for more moments
+RUNS = int(os.environ.get("PDBSYM_CRASH_RUNS") or harness.sweep(30, 12))
 LINES = 250000  # about 5 MB of arrays per module
 
 
