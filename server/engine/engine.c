@@ -64,6 +64,7 @@
 #include "log.h"
 #include "pe.h"
 #include "store.h"
+#include "deadline.h"
 
 #define ENGINE_DEFAULT_MAX_PDB ((uint64_t)4 << 30)
 #define ENGINE_DEFAULT_CACHE_MAX ((uint64_t)2 << 30) /* the store's default cap */
@@ -214,18 +215,6 @@ uint64_t engine_now_ms(void) {
 }
 
 /* The CLOCK_REALTIME time wait_ms from now, for pthread_cond_timedwait. */
-static struct timespec abs_after(uint64_t wait_ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)(wait_ms / 1000);
-  ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  return ts;
-}
-
 const char *mod_status_name(mod_status s) {
   switch (s) {
   case MOD_FOUND: return "found";
@@ -488,7 +477,7 @@ void engine_close_within(engine *e, uint64_t budget_ms) {
     uint64_t now = engine_now_ms();
     if (now >= until)
       break;
-    struct timespec ts = abs_after(until - now);
+    struct timespec ts = deadline_after_ms(until - now);
     pthread_cond_timedwait(&e->cv, &e->mu, &ts);
   }
   int left = e->njobs;
@@ -499,7 +488,7 @@ void engine_close_within(engine *e, uint64_t budget_ms) {
     uint64_t now = engine_now_ms();
     if (now >= until)
       break;
-    struct timespec ts = abs_after(until - now);
+    struct timespec ts = deadline_after_ms(until - now);
     pthread_cond_timedwait(&e->cv, &e->mu, &ts);
   }
   bool abandoned = e->workers_alive > 0;
@@ -526,7 +515,7 @@ void engine_close_within(engine *e, uint64_t budget_ms) {
       uint64_t now = engine_now_ms();
       if (now >= wuntil)
         break;
-      struct timespec ts = abs_after(wuntil - now);
+      struct timespec ts = deadline_after_ms(wuntil - now);
       pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
     }
     bool writing = e->writer_alive;
@@ -881,7 +870,7 @@ static void persist_enqueue(engine *e, store_entry *ent, const char *key) {
     uint64_t now = engine_now_ms();
     if (room || now >= until)
       break;
-    struct timespec ts = abs_after(until - now);
+    struct timespec ts = deadline_after_ms(until - now);
     pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
   }
   if (!room || !it) {
@@ -975,7 +964,7 @@ static void *writer_main(void *arg) {
         pthread_mutex_lock(&e->pq_mu);
         continue;
       }
-      struct timespec ts = abs_after(e->probe_next - now);
+      struct timespec ts = deadline_after_ms(e->probe_next - now);
       pthread_cond_timedwait(&e->pq_cv, &e->pq_mu, &ts);
     }
     if (!e->pq_head || (e->pq_stop && engine_now_ms() >= e->pq_deadline))
@@ -1491,7 +1480,7 @@ static void job_wait_locked(engine *e, job *j, uint64_t deadline_ms) {
     uint64_t now = engine_now_ms();
     if (now >= deadline_ms)
       break;
-    struct timespec ts = abs_after(deadline_ms - now);
+    struct timespec ts = deadline_after_ms(deadline_ms - now);
     pthread_cond_timedwait(&e->cv, &e->mu, &ts);
   }
 }
@@ -1761,7 +1750,7 @@ static bool resolve_once(engine *e, engine_share *sh, const module_id *m, uint64
     if (deadline_ms == 0) {
       pthread_cond_wait(&e->cv, &e->mu);
     } else {
-      struct timespec ts = abs_after(deadline_ms - now);
+      struct timespec ts = deadline_after_ms(deadline_ms - now);
       pthread_cond_timedwait(&e->cv, &e->mu, &ts);
     }
   }
@@ -1968,7 +1957,7 @@ void engine_resolve_many(engine *e, engine_share *sh, engine_want *w, size_t n,
     if (deadline_ms == 0) {
       pthread_cond_wait(&e->cv, &e->mu);
     } else {
-      struct timespec ts = abs_after(deadline_ms - now);
+      struct timespec ts = deadline_after_ms(deadline_ms - now);
       pthread_cond_timedwait(&e->cv, &e->mu, &ts);
     }
   }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "log.h"
 #include "profile.h"
 
@@ -415,15 +416,8 @@ static void *scanner_main(void *arg) {
     pthread_mutex_unlock(&m->mu);
     scan(m);
     pthread_mutex_lock(&m->mu);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t ms = m->cfg.scan_interval_ms ? m->cfg.scan_interval_ms : 5000;
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until =
+        deadline_after_ms(m->cfg.scan_interval_ms ? m->cfg.scan_interval_ms : 5000);
     /* a session's end wakes it too (its slot is free for a waiting process) */
     while (!m->stopping) {
       bool ended = false;

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "dsock.h"
 #include "profile.h"
 
@@ -309,14 +310,7 @@ static bool wait_a_while(prof_port *p, uint64_t deadline_ms) {
   uint64_t wait = deadline_ms - now;
   if (wait > 1000)
     wait = 1000;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)(wait / 1000);
-  ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  struct timespec ts = deadline_after_ms(wait);
   pthread_cond_timedwait(&p->cv, &p->mu, &ts);
   return true;
 }

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "deadline.h"
 #include "fetch.h"
 #include "log.h"
 #include "profile.h"
@@ -374,15 +375,7 @@ static void *push_main(void *arg) {
       uint64_t end = p->stopping && p->drain_until < until ? p->drain_until : until;
       if (now >= end)
         break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      uint64_t w = end - now;
-      ts.tv_sec += (time_t)(w / 1000);
-      ts.tv_nsec += (long)(w % 1000) * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-      }
+      struct timespec ts = deadline_after_ms(end - now);
       pthread_cond_timedwait(&p->cv, &p->mu, &ts);
     }
   }
