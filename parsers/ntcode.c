@@ -426,6 +426,7 @@ ps_err ntc_finish(ntc_table *t) {
     if (m->map_count == 0)
       m->map_first = NTC_NONE;
   }
+  t->nsorted = t->nmethods;
   t->finished = true;
   return PS_E_OK;
 }
@@ -577,7 +578,19 @@ bool ntc_note_unload(ntc_table *t, const nt_method_load *m) {
    * name (a MethodDesc and its code memory can both be reused by the next
    * method: the name tells the two apart) */
   ntc_method *body = NULL;
-  for (size_t i = 0; i < t->nmethods; i++) {
+  size_t lo = 0, hi = t->nsorted; /* the sorted part: those starting there */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (t->methods[mid].start < m->start)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (size_t i = lo; i < t->nmethods; i++) {
+    if (i < t->nsorted && t->methods[i].start != m->start)
+      i = t->nsorted; /* then those added since */
+    if (i >= t->nmethods)
+      break;
     ntc_method *b = &t->methods[i];
     if (!b->dead && b->method_id == m->method_id && b->start == m->start &&
         strcmp(ntc_s(t, b->name), nm) == 0 && (!body || b->seq > body->seq))
@@ -656,6 +669,7 @@ ps_err ntc_purge(ntc_table *t) {
     t->methods[n++] = m;
   }
   t->nmethods = n;
+  t->nsorted = n; /* kept in their order */
   release(t, t->strs, t->strs_cap);
   t->strs = ns;
   t->strs_len = sl;

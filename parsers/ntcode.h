@@ -79,6 +79,7 @@ typedef struct {
   size_t nmodules, cmodules;
   ntc_method *methods;
   size_t nmethods, cmethods;
+  size_t nsorted; /* methods[0, nsorted) sorted by start (ntc_finish, ntc_purge) */
   ntc_mapref *maps;
   size_t nmaps, cmaps;
   ntc_entry *entries;

@@ -861,6 +861,17 @@ TEST(unloaded_bodies) {
   CHECK_EQ_U(ntc_purge(&t), PS_E_OK);
   CHECK_EQ_U(t.nmethods, 1);
   CHECK_EQ_S(named_at(&t, 0x5010), "Regex8_Scan");
+  /* a body unloaded before the map was sorted again (loaded this window) */
+  uint8_t b4[64];
+  nt_method_load r9 = body(0x300, 0x9000, 0x100, "Regex9_Scan", b4, sizeof b4);
+  CHECK(ntc_add_method(&t, &r9));
+  CHECK(ntc_note_unload(&t, &r9));
+  CHECK_EQ_U(t.ndead, 1);
+  CHECK_EQ_U(ntc_finish(&t), PS_E_OK);
+  CHECK_EQ_S(named_at(&t, 0x9010), "(none)");
+  CHECK_EQ_S(named_at(&t, 0x5010), "Regex8_Scan");
+  CHECK_EQ_U(ntc_purge(&t), PS_E_OK);
+  CHECK_EQ_U(t.nmethods, 1);
   ntc_free(&t);
 }
 
