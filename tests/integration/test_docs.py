@@ -20,7 +20,7 @@ test_cli_trace.py api.md's trace example):
   answers 404;
 - the README's package table is scripts/deps.sh's package list, and
   scripts/deps.sh installs nginx so that it does not start as a service
-  (run with stand-ins for apt-get and dpkg-query: the policy-rc.d is in
+  (run with stand-ins for apt-get, dpkg-query and sudo: the policy-rc.d is in
   place, answering 101, while apt-get installs, and gone afterwards);
 - the compose file's images are all built here (localhost/, a build each), and
   the README shows how (docker/compose-build.sh, docker/compose-run.py).
@@ -228,7 +228,11 @@ with tempfile.TemporaryDirectory(prefix="pdbsym-deps-") as tmp:
         f.write('#!/bin/sh\necho "apt-get $*" >>%s\nif [ "$1" = install ] || [ "$3" = install ]; then\n'
                 '  if [ -x %s ]; then %s nginx start; echo "policy-rc.d answers $?" >>%s; '
                 'else echo "no policy-rc.d" >>%s; fi\nfi\n' % (log, rcd, rcd, log, log))
-    for n in ("dpkg-query", "apt-get"):
+    # as a user, deps.sh runs apt-get through sudo, whose secure_path would
+    # find the real apt-get: a sudo that runs its command as it is
+    with open(os.path.join(fake, "sudo"), "w") as f:
+        f.write('#!/bin/sh\nexec "$@"\n')
+    for n in ("dpkg-query", "apt-get", "sudo"):
         os.chmod(os.path.join(fake, n), 0o755)
     env = dict(os.environ, PATH=fake + ":" + os.environ["PATH"], PDBSYM_TEST_POLICY_RC_D=rcd)
     r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "deps.sh"), "--test"], env=env, capture_output=True,
