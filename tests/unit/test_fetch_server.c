@@ -102,7 +102,16 @@ static char *http(const char *path, const char *post) {
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
   if (post)
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
-  curl_easy_perform(c);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+  /* a control call that fails would change the test silently (a delay rule
+   * not set makes a download quick): it fails the test, named */
+  CURLcode rc = curl_easy_perform(c);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (rc != CURLE_OK || status != 200) {
+    t_failed_checks++;
+    fprintf(stderr, "symserver %s: %s, HTTP %ld\n", path, curl_easy_strerror(rc), status);
+  }
   curl_easy_cleanup(c);
   return b.p;
 }
