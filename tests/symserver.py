@@ -39,7 +39,9 @@ decoded path, without the query):
     "conflicting_length": true    200 with two Content-Length headers (the file's and
                                   half of it) and the whole file
 A rule under the path "*" applies to every path without a rule of its own.
-GET /_stats also gives "headers": {"/path": [{request headers}, ...]} (the last 20).
+GET /_stats also gives "headers": {"/path": [{request headers}, ...]} (the last 20),
+and "max_delayed": the most requests inside a "delay" rule at once since the
+last reset (the client's concurrency, without a clock).
 """
 import json
 import os
@@ -61,6 +63,8 @@ class State:
         self.hits = {}
         self.applied = {}  # path -> times a "times"-limited rule fired
         self.headers = {}  # path -> the request headers of its last hits
+        self.delayed = 0  # requests inside a rule's delay now
+        self.max_delayed = 0  # the most at once since the last reset
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -145,6 +149,7 @@ class Handler(BaseHTTPRequestHandler):
                 st.hits.clear()
                 st.applied.clear()
                 st.headers.clear()
+                st.max_delayed = 0
             return self._json({"ok": True})
         self._send(404)
 
@@ -154,10 +159,19 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_stats":
             with st.lock:
                 return self._json({"hits": dict(st.hits), "total": sum(st.hits.values()),
-                                   "headers": dict(st.headers)})
+                                   "headers": dict(st.headers), "max_delayed": st.max_delayed})
         rule = self._rule(path)
         if rule.get("delay"):
-            time.sleep(float(rule["delay"]))
+            # counted only while no byte of the answer is sent: the client's
+            # transfer is surely running, so the count is its concurrency
+            with st.lock:
+                st.delayed += 1
+                st.max_delayed = max(st.max_delayed, st.delayed)
+            try:
+                time.sleep(float(rule["delay"]))
+            finally:
+                with st.lock:
+                    st.delayed -= 1
         need = rule.get("require_header")
         if need:
             for k, v in need.items():
