@@ -58,13 +58,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "fetch.h"
 #include "filemap.h"
 #include "loader.h"
 #include "log.h"
 #include "pe.h"
 #include "store.h"
-#include "deadline.h"
 
 #define ENGINE_DEFAULT_MAX_PDB ((uint64_t)4 << 30)
 #define ENGINE_DEFAULT_CACHE_MAX ((uint64_t)2 << 30) /* the store's default cap */
@@ -214,7 +214,6 @@ uint64_t engine_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* The CLOCK_REALTIME time wait_ms from now, for pthread_cond_timedwait. */
 const char *mod_status_name(mod_status s) {
   switch (s) {
   case MOD_FOUND: return "found";

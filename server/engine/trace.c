@@ -1782,18 +1782,17 @@ const char *trace_job_warning(const trace_job *j, size_t i) {
 
 bool trace_job_useless(const trace_job *j) { return j->finished && j->useless; }
 
-/* m, the body the code map gives for an address in the range of the method
- * ml unloads, was loaded after that method (which the map holds): the address
- * is m's.  The unload reached the stream late, after m's load and samples
- * (another thread's buffer); an address of a method loaded before the trace
- * began, or one the map lacks, is left to the unload's own name. */
-static bool later_body(const trace_job *j, const nt_method_load *ml, const ntc_method *m) {
+/* The load order (seq) of the method ml unloads, as the code map holds it
+ * (the first loaded alive body with its MethodID and start); UINT32_MAX when
+ * the map lacks it (loaded before the trace began). */
+static uint32_t unloaded_seq(const trace_job *j, const nt_method_load *ml) {
+  uint32_t seq = UINT32_MAX;
   for (size_t i = 0; i < j->code.nmethods; i++) {
     const ntc_method *b = &j->code.methods[i];
-    if (!b->dead && b->method_id == ml->method_id && b->start == ml->start && b->seq < m->seq)
-      return true;
+    if (!b->dead && b->method_id == ml->method_id && b->start == ml->start && b->seq < seq)
+      seq = b->seq;
   }
-  return false;
+  return seq;
 }
 
 /* A method is unloaded: the window's addresses in its range are its (it was
@@ -1810,6 +1809,10 @@ static ps_err freeze_range(trace_job *j, const nt_method_load *ml, ps_diag *d) {
     return PS_E_OK;
   bool have_map = !j->code.err && (j->code.finished || ntc_finish(&j->code) == PS_E_OK);
   j->code.err = PS_E_OK; /* a failed finish leaves the table as it was; the payload names */
+  /* a body the map gives that was loaded after the unloaded method: the
+   * unload reached the stream late, after that body's load and samples
+   * (another thread's buffer), so the address is that body's */
+  uint32_t gone = have_map ? unloaded_seq(j, ml) : UINT32_MAX;
   for (size_t i = 0; i < j->naddrs; i++) {
     tj_addr *a = &j->addrs[i];
     if (a->frozen || a->ip - lo >= size)
@@ -1820,7 +1823,7 @@ static ps_err freeze_range(trace_job *j, const nt_method_load *ml, ps_diag *d) {
     char part[2048];
     ntc_answer ans;
     if (have_map && ntc_lookup(&j->code, a->ip, a->leaf, &ans) &&
-        (ans.method->start == lo || later_body(j, ml, ans.method))) {
+        (ans.method->start == lo || (gone != UINT32_MAX && ans.method->seq > gone))) {
       const ntc_method *m = ans.method;
       method_part(ntc_s(&j->code, m->ns), ntc_s(&j->code, m->name),
                   ntc_s(&j->code, m->signature), part, sizeof part);
