@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "fetch.h"
 #include "test.h"
 
@@ -409,9 +410,7 @@ TEST(handed_over_file_counts) {
     st = fetch_op_step(op, verify_content, (void *)body, &res, &d);
     if (st != FETCH_PENDING)
       break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
+    struct timespec ts = deadline_after_ms(1000);
     pthread_mutex_lock(&w.mu);
     while (!w.woken && pthread_cond_timedwait(&w.cv, &w.mu, &ts) == 0)
       ;
