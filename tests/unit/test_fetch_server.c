@@ -348,8 +348,7 @@ TEST(parallel_limit) {
   }
   strcat(rules, "}");
   control(rules);
-  /* the server counts the requests inside their delay at once (no byte of
-   * an answer sent yet: each client transfer is surely running) */
+  /* the server also counts the requests inside their delay at once */
   double two = parallel_run(2);
   long at_two = max_delayed();
   reset();
@@ -358,8 +357,10 @@ TEST(parallel_limit) {
   long at_six = max_delayed();
   printf("  6 downloads with a 0.4 s server delay: limit 2: %ld at once (%.2fs), limit 6: %ld at "
          "once (%.2fs)\n", at_two, two, at_six, six);
-  CHECK_EQ_U(at_two, 2);
-  CHECK(at_six > 2);
+  /* the time is the check: the server's count includes a request whose
+   * client has gone (a transfer retried under load), so it is only shown */
+  CHECK(two >= 1.15); /* three waves */
+  CHECK(six < two);
   CHECK_EQ_U(files_in(tmpd), 0);
 }
 
