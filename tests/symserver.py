@@ -41,7 +41,8 @@ decoded path, without the query):
 A rule under the path "*" applies to every path without a rule of its own.
 GET /_stats also gives "headers": {"/path": [{request headers}, ...]} (the last 20),
 and "max_delayed": the most requests inside a "delay" rule at once since the
-last reset (the client's concurrency, without a clock).
+last reset (a request whose client has gone, e.g. a retried transfer, still
+counts until its delay ends: not exactly the client's concurrency).
 """
 import json
 import os
@@ -162,8 +163,8 @@ class Handler(BaseHTTPRequestHandler):
                                    "headers": dict(st.headers), "max_delayed": st.max_delayed})
         rule = self._rule(path)
         if rule.get("delay"):
-            # counted only while no byte of the answer is sent: the client's
-            # transfer is surely running, so the count is its concurrency
+            # counted while no byte of the answer is sent (a client that gave
+            # up on the request still counts until the delay ends)
             with st.lock:
                 st.delayed += 1
                 st.max_delayed = max(st.max_delayed, st.delayed)
